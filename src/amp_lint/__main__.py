@@ -1,0 +1,3 @@
+from amp_lint.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Facts about the code (names, autocast regions, dtypes, calls); no opinions about it."""

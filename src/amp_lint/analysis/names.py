@@ -1,0 +1,97 @@
+"""What imported names refer to in one module: a light resolver, no libcst metadata.
+
+`import torch.nn.functional as F` binds `F` to "torch.nn.functional"; `from torch.cuda.amp
+import autocast as ac` binds `ac` to "torch.cuda.amp.autocast". Scoping is ignored on purpose:
+imports are collected from the whole module, which is right for the module-level imports that
+ML code uses and cheap enough to run on every file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+
+def dotted_name(node: cst.BaseExpression) -> str | None:
+    """`a.b.c` as "a.b.c"; None for anything that is not a plain name chain."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted_name(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    return None
+
+
+@dataclass
+class ModuleNames:
+    # local name -> fully qualified name it is bound to by an import
+    bindings: dict[str, str] = field(default_factory=dict)
+    # (module, name) -> the ImportFrom nodes that import it
+    from_imports: dict[tuple[str, str], list[cst.ImportFrom]] = field(default_factory=dict)
+
+    def qualified_name(self, node: cst.BaseExpression) -> str | None:
+        """The imported thing an expression names, e.g. `F.linear` -> "torch.nn.functional.linear".
+
+        Returns None when the chain does not start at an imported name.
+        """
+        dotted = dotted_name(node)
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        target = self.bindings.get(head)
+        if target is None:
+            return None
+        return f"{target}.{rest}" if rest else target
+
+    def local_names_for(self, qualified: str) -> list[str]:
+        """Local spellings that reach `qualified` directly, e.g. ["torch"] for "torch"."""
+        return [local for local, target in self.bindings.items() if target == qualified]
+
+    def binds_module(self, local: str, module: str) -> bool:
+        return self.bindings.get(local) == module
+
+
+def module_of_import_from(node: cst.ImportFrom) -> str | None:
+    if node.relative:
+        base = dotted_name(node.module) if node.module else ""
+        return "." * len(node.relative) + (base or "")
+    return dotted_name(node.module) if node.module else None
+
+
+def collect_names(module: cst.Module) -> ModuleNames:
+    collector = _ImportCollector()
+    module.visit(collector)
+    return collector.names
+
+
+class _ImportCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names = ModuleNames()
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        for alias in node.names:
+            full = dotted_name(alias.name)
+            if full is None:
+                continue
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self.names.bindings[alias.asname.name.value] = full
+            else:
+                head = full.split(".", 1)[0]
+                self.names.bindings.setdefault(head, head)
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        module = module_of_import_from(node)
+        if module is None or isinstance(node.names, cst.ImportStar):
+            return False
+        for alias in node.names:
+            if not isinstance(alias.name, cst.Name):
+                continue
+            name = alias.name.value
+            local = name
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            self.names.bindings[local] = f"{module}.{name}"
+            self.names.from_imports.setdefault((module, name), []).append(node)
+        return False

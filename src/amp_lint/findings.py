@@ -1,0 +1,61 @@
+"""What rules report: a Finding at a position, optionally with a Fix made of libcst edits."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+from typing import Union
+
+import libcst as cst
+
+Replacement = Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel[cst.CSTNode]]
+
+
+class FixSafety(enum.Enum):
+    """Safe fixes keep the program's meaning; unsafe ones change numerics or semantics."""
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace one node of the parsed module (matched by identity) with another."""
+
+    target: cst.CSTNode
+    replacement: Replacement
+
+
+@dataclass(frozen=True)
+class Fix:
+    safety: FixSafety
+    title: str
+    edits: tuple[Edit, ...] = field(default=(), compare=False, repr=False)
+    # Modules the fixed code needs bound at module level, e.g. "torch".
+    imports: tuple[str, ...] = ()
+    # (module, name) pairs of `from module import name` that become unused after the fix.
+    unused_imports: tuple[tuple[str, str], ...] = ()
+
+    def without_edits(self) -> Fix:
+        """A copy that can cross a process boundary (edits hold live CST nodes)."""
+        return replace(self, edits=())
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: str
+    line: int  # 1-based
+    column: int  # 0-based, as flake8 plugins report it
+    code: str
+    name: str
+    message: str
+    fix: Fix | None = None
+    end_line: int = 0
+    end_column: int = 0
+
+    @property
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.path, self.line, self.column, self.code)
+
+    def portable(self) -> Finding:
+        return replace(self, fix=self.fix.without_edits()) if self.fix else self

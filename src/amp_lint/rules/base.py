@@ -1,0 +1,62 @@
+"""The Rule base class: one subclass per rule module, registered when it is defined.
+
+A rule keeps everything about itself together: code, name, message, documentation and
+examples. It reads facts from the analysis and reports; it never finds regions, resolves
+imports or guesses dtypes itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import libcst as cst
+
+from amp_lint.findings import Fix
+
+if TYPE_CHECKING:
+    from amp_lint.analysis.interpreter import ExecutionContext
+    from amp_lint.analysis.module import ModuleFacts
+
+_REGISTRY: dict[str, type[Rule]] = {}
+
+
+@dataclass(frozen=True)
+class Report:
+    node: cst.CSTNode
+    message: str
+    fix: Fix | None = None
+
+
+class Rule:
+    code: ClassVar[str] = ""
+    name: ClassVar[str] = ""  # kebab-case, describes the bad pattern
+    summary: ClassVar[str] = ""  # "What it does", one sentence
+    why: ClassVar[str] = ""  # "Why is this bad?", markdown
+    example: ClassVar[str] = ""  # code that is flagged
+    fixed_example: ClassVar[str] = ""  # the same code after the fix
+    fix_safety: ClassVar[str] = ""  # which fixes are safe, which unsafe, and why
+    known_limitations: ClassVar[str] = ""
+    # Node types the dtype interpreter hands to check_node, with their execution context.
+    node_types: ClassVar[tuple[type[cst.CSTNode], ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.code:
+            return
+        if cls.code in _REGISTRY and _REGISTRY[cls.code] is not cls:
+            raise ValueError(f"duplicate rule code {cls.code}: {cls.__name__}")
+        _REGISTRY[cls.code] = cls
+
+    def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
+        """Called for each node of `node_types` as the interpreter executes it."""
+        return iter(())
+
+    def check_module(self, facts: ModuleFacts) -> Iterator[Report]:
+        """Called once per module, for rules that need no execution context."""
+        return iter(())
+
+
+def registered_rules() -> dict[str, type[Rule]]:
+    return dict(sorted(_REGISTRY.items()))
