@@ -97,7 +97,9 @@ def _lint_module(
         return []
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(PositionProvider)
-    facts = ModuleFacts(path=path, module=module, names=collect_names(module), config=config)
+    facts = ModuleFacts(
+        path=path, module=module, names=collect_names(module), config=config, positions=positions
+    )
     reports: list[tuple[Rule, Report]] = []
     for rule in rules:
         reports.extend((rule, report) for report in rule.check_module(facts))

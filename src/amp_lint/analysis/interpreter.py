@@ -1,17 +1,446 @@
-"""Placeholder: replaced by the dtype interpreter."""
+"""The dtype interpreter: executes each function abstractly, statement by statement, under
+the autocast regions that apply, and hands each node to the rules that asked for it.
+
+Every function is analysed once on its own (unknown arguments, no region unless decorated),
+again for each distinct (argument dtypes, region) it is called with from inside a region,
+and, when the file uses fp16 autocast or a GradScaler, each nn.Module.forward is analysed as
+running under that autocast. Results are memoised, recursion is cut at MAX_CALL_DEPTH.
+"""
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
 
+import libcst as cst
+
+from amp_lint.analysis.calls import LOCAL_PREFIX, CallSite, ClassInfo, build_index
+from amp_lint.analysis.dtypes import FLOAT16, FLOAT32, OTHER, DType
+from amp_lint.analysis.evaluator import Evaluator
+from amp_lint.analysis.frames import ExecutionContext, Frame
+
+__all__ = ["ExecutionContext", "Interpreter", "run_interpreter"]
 from amp_lint.analysis.module import ModuleFacts
+from amp_lint.analysis.names import dotted_name
+from amp_lint.analysis.regions import (
+    AutocastRegion,
+    accelerate_settings,
+    grad_scaler_device,
+    region_from_call,
+)
+from amp_lint.analysis.semantics import NN_MODULE_OPS, PARAMETRIZED_MODULES, op_result
+from amp_lint.analysis.values import UNKNOWN_VALUE, Env, Value, join_values
+from amp_lint.rules.base import Report, Rule
 
-if TYPE_CHECKING:
-    from amp_lint.rules.base import Report, Rule
+MAX_CALL_DEPTH = 6
+
+MemoKey = tuple[int, tuple[DType, ...], tuple[tuple[str | None, str | None, bool | None], ...]]
 
 
-class ExecutionContext:
-    pass
+class Interpreter:
+    def __init__(self, facts: ModuleFacts, rules: list[Rule]) -> None:
+        self.facts = facts
+        self.index = build_index(facts.module, facts.names)
+        self.accelerate = accelerate_settings(facts.module, facts.names)
+        self.evaluator = Evaluator(self)
+        self.module_env = Env()
+        self.rules_by_type: dict[type[cst.CSTNode], list[Rule]] = {}
+        for rule in rules:
+            for node_type in rule.node_types:
+                self.rules_by_type.setdefault(node_type, []).append(rule)
+        self.reports: dict[tuple[str, int], tuple[Rule, Report]] = {}
+        self.memo: dict[MemoKey, Value] = {}
+        self.in_progress: set[MemoKey] = set()
+
+    # --- entry points ----------------------------------------------------------------------
+
+    def run(self) -> list[tuple[Rule, Report]]:
+        module_frame = Frame(env=self.module_env, regions=())
+        self.exec_block(self.facts.module.body, module_frame)
+        for function in self.index.all_functions:
+            self.run_root(function, self._decorator_regions(function), None)
+        for function, region, why in self._assumed_roots():
+            self.run_root(function, (region,), why)
+        return list(self.reports.values())
+
+    def run_root(
+        self, function: cst.FunctionDef, regions: tuple[AutocastRegion, ...], why: str | None
+    ) -> None:
+        owner = self.index.owner.get(id(function))
+        frame = Frame(env=Env(), regions=regions, self_class=owner, function=function,
+                      assumption=why)
+        if owner is not None:
+            self._bind_self(frame, owner)
+        self._run_body(function, frame)
+
+    def _assumed_roots(self) -> Iterator[tuple[cst.FunctionDef, AutocastRegion, str]]:
+        config = self.facts.config
+        if config.forward_under_autocast:
+            region = self._file_autocast()
+            if region is not None:
+                for info in self.index.classes.values():
+                    forward = info.methods.get("forward")
+                    if info.is_nn_module and forward is not None:
+                        why = f"`{info.name}.forward` assumed to run under this file's {region.describe()}"
+                        yield forward, region, why
+        configured = AutocastRegion(None, FLOAT16, True, "configured")
+        for name in config.autocast_functions:
+            function = self._function_named(name)
+            if function is not None:
+                yield function, configured, f"`{name}` configured to run under autocast"
+
+    def _function_named(self, name: str) -> cst.FunctionDef | None:
+        class_name, _, method = name.rpartition(".")
+        if not class_name:
+            return self.index.functions.get(name)
+        info = self.index.classes.get(class_name.rsplit(".", 1)[-1])
+        return info.methods.get(method) if info else None
+
+    def _file_autocast(self) -> AutocastRegion | None:
+        """The fp16 autocast this file uses (regions or a GradScaler), if any."""
+        finder = _RegionFinder(self)
+        self.facts.module.visit(finder)
+        fp16 = [r for r in finder.regions if r.may_be_float16]
+        if not fp16 and not finder.scaler_devices:
+            return None
+        devices = {r.device for r in fp16} | finder.scaler_devices
+        device = devices.pop() if len(devices) == 1 else None
+        explicit = finder.scaler_devices or any(r.dtype == FLOAT16 for r in fp16)
+        return AutocastRegion(device, FLOAT16 if explicit else None, True, "assumed")
+
+    # --- statements ------------------------------------------------------------------------
+
+    def exec_block(self, statements: object, frame: Frame) -> None:
+        assert isinstance(statements, (list, tuple))
+        for statement in statements:
+            self.exec_statement(statement, frame)
+
+    def exec_statement(self, statement: cst.CSTNode, frame: Frame) -> None:
+        frame.cache = {}
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                self._exec_small(small, statement, frame)
+        elif isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            if isinstance(statement, cst.FunctionDef):
+                frame.env.set(statement.name.value, Value(OTHER, function=statement))
+        elif isinstance(statement, cst.If):
+            self._exec_if(statement, frame)
+        elif isinstance(statement, (cst.For, cst.While)):
+            self._exec_loop(statement, frame)
+        elif isinstance(statement, cst.With):
+            self._exec_with(statement, frame)
+        elif isinstance(statement, cst.Try):
+            self._exec_try(statement, frame)
+        elif isinstance(statement, cst.BaseCompoundStatement):
+            for child in statement.children:
+                if isinstance(child, cst.BaseSuite):
+                    self._exec_suite(child, frame)
+
+    def _exec_suite(self, suite: cst.BaseSuite, frame: Frame) -> None:
+        if isinstance(suite, cst.IndentedBlock):
+            self.exec_block(suite.body, frame)
+        elif isinstance(suite, cst.SimpleStatementSuite):
+            for small in suite.body:
+                frame.cache = {}
+                self._exec_small(small, small, frame)
+
+    def _exec_small(self, small: cst.BaseSmallStatement, line: cst.CSTNode, frame: Frame) -> None:
+        for child in small.children:
+            if isinstance(child, cst.BaseExpression):
+                self.evaluator.evaluate(child, frame)
+            elif isinstance(child, cst.AssignTarget):
+                self._evaluate_target(child.target, frame)
+        self._dispatch(small, line, frame)
+        if isinstance(small, cst.Assign):
+            value = self.evaluator.evaluate(small.value, frame)
+            for target in small.targets:
+                self._bind(target.target, value, small.value, frame)
+        elif isinstance(small, cst.AnnAssign) and small.value is not None:
+            self._bind(small.target, self.evaluator.evaluate(small.value, frame), small.value, frame)
+        elif isinstance(small, cst.Return) and small.value is not None:
+            frame.returns.append(self.evaluator.evaluate(small.value, frame))
+
+    def _evaluate_target(self, target: cst.BaseExpression, frame: Frame) -> None:
+        """Sub-expressions of an assignment target (`x[mask]`), not the name being bound."""
+        if isinstance(target, cst.Subscript):
+            self.evaluator.evaluate(target, frame)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._evaluate_target(element.value, frame)
+
+    def _exec_if(self, statement: cst.If, frame: Frame) -> None:
+        self.evaluator.evaluate(statement.test, frame)
+        self._dispatch(statement.test, statement, frame)
+        before = frame.env
+        frame.env = before.copy()
+        self._exec_suite(statement.body, frame)
+        after_body = frame.env
+        frame.env = before.copy()
+        if isinstance(statement.orelse, cst.If):
+            self.exec_statement(statement.orelse, frame)
+        elif isinstance(statement.orelse, cst.Else):
+            self._exec_suite(statement.orelse.body, frame)
+        frame.env = after_body.merge(frame.env)
+
+    def _exec_loop(self, statement: cst.For | cst.While, frame: Frame) -> None:
+        header: cst.BaseExpression = (
+            statement.iter if isinstance(statement, cst.For) else statement.test
+        )
+        self.evaluator.evaluate(header, frame)
+        self._dispatch(header, statement, frame)
+        before = frame.env
+        frame.env = before.copy()
+        if isinstance(statement, cst.For):
+            self._bind(statement.target, UNKNOWN_VALUE, None, frame)
+        self._exec_suite(statement.body, frame)
+        if statement.orelse is not None:
+            self._exec_suite(statement.orelse.body, frame)
+        frame.env = before.merge(frame.env)
+
+    def _exec_with(self, statement: cst.With, frame: Frame) -> None:
+        entered: list[AutocastRegion] = []
+        for item in statement.items:
+            value = self.evaluator.evaluate(item.item, frame)
+            self._dispatch(item.item, statement, frame)
+            if value.region is not None:
+                entered.append(value.region)
+            if item.asname is not None:
+                self._bind(item.asname.name, value, None, frame)
+        saved = frame.regions
+        frame.regions = saved + tuple(entered)
+        self._exec_suite(statement.body, frame)
+        frame.regions = saved
+
+    def _exec_try(self, statement: cst.Try, frame: Frame) -> None:
+        self._exec_suite(statement.body, frame)
+        for handler in statement.handlers:
+            self._exec_suite(handler.body, frame)
+        if statement.orelse is not None:
+            self._exec_suite(statement.orelse.body, frame)
+        if statement.finalbody is not None:
+            self._exec_suite(statement.finalbody.body, frame)
+
+    def _bind(
+        self,
+        target: cst.BaseExpression,
+        value: Value,
+        value_node: cst.BaseExpression | None,
+        frame: Frame,
+    ) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            parts = _unpacked(value_node, len(target.elements), self, frame)
+            for element, part in zip(target.elements, parts):
+                self._bind(element.value, part, None, frame)
+            return
+        name = dotted_name(target)
+        if name is not None:
+            frame.env.set(name, value)
+
+    # --- rules -----------------------------------------------------------------------------
+
+    def _dispatch(self, root: cst.CSTNode, statement: cst.CSTNode, frame: Frame) -> None:
+        if not self.rules_by_type:
+            return
+        context = ExecutionContext(self.facts, frame, statement, self.evaluator.evaluate)
+        for node in _walk(root):
+            for rule in self.rules_by_type.get(type(node), ()):
+                for report in rule.check_node(node, context):
+                    key = (rule.code, id(report.node))
+                    if key not in self.reports:
+                        message = report.message + context.provenance()
+                        self.reports[key] = (rule, Report(report.node, message, report.fix))
+
+    # --- calls -----------------------------------------------------------------------------
+
+    def call_function(
+        self,
+        function: cst.FunctionDef,
+        call: cst.Call,
+        caller: Frame,
+        bound_self: Value | None = None,
+    ) -> Value:
+        arguments = [self.evaluator.evaluate(arg.value, caller) for arg in call.args]
+        worth_following = caller.active_region is not None or any(
+            a.dtype.is_half for a in arguments
+        )
+        if not worth_following or caller.depth >= MAX_CALL_DEPTH:
+            return UNKNOWN_VALUE
+        regions = caller.regions + self._decorator_regions(function)
+        key: MemoKey = (
+            id(function),
+            tuple(a.dtype for a in arguments),
+            tuple(r.key for r in regions),
+        )
+        if key in self.memo:
+            return self.memo[key]
+        if key in self.in_progress:
+            return UNKNOWN_VALUE
+        self.in_progress.add(key)
+        owner = self.index.owner.get(id(function))
+        frame = Frame(
+            env=Env(),
+            regions=regions,
+            chain=caller.chain + (CallSite(self.facts.path, self.facts.line_of(call)),),
+            function=function,
+            self_class=owner,
+            assumption=caller.assumption,
+            depth=caller.depth + 1,
+        )
+        if bound_self is not None:
+            frame.env.set("self", bound_self)
+        self._bind_arguments(function, call, arguments, frame, skip_self=owner is not None)
+        self._run_body(function, frame)
+        result = _join_all(frame.returns)
+        self.in_progress.discard(key)
+        self.memo[key] = result
+        return result
+
+    def call_instance(self, callee: Value, call: cst.Call, frame: Frame) -> Value:
+        """`module(x)`: runs the class's forward, or the op of a known torch.nn module."""
+        instance = callee.instance_of
+        if instance is None:
+            return UNKNOWN_VALUE
+        local = self.index.class_for_qualified(instance)
+        if local is not None:
+            forward = self._find_method(local, "forward")
+            if forward is None:
+                return UNKNOWN_VALUE
+            return self.call_function(forward, call, frame, bound_self=callee)
+        module_class = instance.rsplit(".", 1)[-1]
+        if not instance.startswith("torch.nn.") or module_class not in NN_MODULE_OPS:
+            return UNKNOWN_VALUE
+        inputs = [self.evaluator.evaluate(arg.value, frame).dtype for arg in call.args[:1]]
+        region = frame.active_region
+        if region is None and module_class in PARAMETRIZED_MODULES:
+            # float32 weights outside autocast: only float32 input gives a defined result.
+            return Value(FLOAT32) if inputs == [FLOAT32] else UNKNOWN_VALUE
+        return Value(op_result(NN_MODULE_OPS[module_class], inputs, region))
+
+    def call_method(self, receiver: Value, method: str, call: cst.Call, frame: Frame) -> Value:
+        local = self.index.class_for_qualified(receiver.instance_of)
+        if local is None:
+            return self.call_instance(receiver, call, frame) if method == "forward" else UNKNOWN_VALUE
+        function = self._find_method(local, method)
+        if function is None:
+            return UNKNOWN_VALUE
+        return self.call_function(function, call, frame, bound_self=receiver)
+
+    def _find_method(self, info: ClassInfo, method: str) -> cst.FunctionDef | None:
+        seen: set[str] = set()
+        current: ClassInfo | None = info
+        while current is not None and current.name not in seen:
+            seen.add(current.name)
+            if method in current.methods:
+                return current.methods[method]
+            bases = [self.index.classes.get(b) for b in current.base_names]
+            current = next((b for b in bases if b is not None), None)
+        return None
+
+    def _run_body(self, function: cst.FunctionDef, frame: Frame) -> None:
+        self._exec_suite(function.body, frame)
+
+    def _bind_self(self, frame: Frame, owner: ClassInfo) -> None:
+        frame.env.set("self", Value(OTHER, instance_of=f"{LOCAL_PREFIX}.{owner.name}"))
+
+    def _bind_arguments(
+        self,
+        function: cst.FunctionDef,
+        call: cst.Call,
+        arguments: list[Value],
+        frame: Frame,
+        *,
+        skip_self: bool,
+    ) -> None:
+        params = list(function.params.posonly_params) + list(function.params.params)
+        if skip_self and params and not _is_static(function):
+            params = params[1:]
+        positional = [
+            value for arg, value in zip(call.args, arguments) if arg.keyword is None and not arg.star
+        ]
+        if any(arg.star for arg in call.args):
+            return  # *args / **kwargs: which parameter gets what is not known
+        for param, value in zip(params, positional):
+            frame.env.set(param.name.value, value)
+        by_keyword = {
+            arg.keyword.value: value
+            for arg, value in zip(call.args, arguments)
+            if arg.keyword is not None
+        }
+        for param in params + list(function.params.kwonly_params):
+            if param.name.value in by_keyword:
+                frame.env.set(param.name.value, by_keyword[param.name.value])
+
+    def _decorator_regions(self, function: cst.FunctionDef) -> tuple[AutocastRegion, ...]:
+        regions = []
+        for decorator in function.decorators:
+            if isinstance(decorator.decorator, cst.Call):
+                region = region_from_call(decorator.decorator, self.facts.names, self.accelerate)
+                if region is not None:
+                    regions.append(region)
+        return tuple(regions)
+
+
+def _is_static(function: cst.FunctionDef) -> bool:
+    return any(
+        isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
+        for d in function.decorators
+    )
+
+
+def _join_all(values: list[Value]) -> Value:
+    if not values:
+        return Value(OTHER)
+    result = values[0]
+    for value in values[1:]:
+        result = join_values(result, value)
+    return result
+
+
+def _unpacked(
+    node: cst.BaseExpression | None, count: int, interpreter: Interpreter, frame: Frame
+) -> list[Value]:
+    """Values for `a, b = ...`: element-wise for tuple literals, the receiver's dtype for
+    `x.chunk(n)` and friends, unknown otherwise."""
+    if isinstance(node, (cst.Tuple, cst.List)) and len(node.elements) == count:
+        return [interpreter.evaluator.evaluate(e.value, frame) for e in node.elements]
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in ("chunk", "split", "unbind", "tensor_split")
+    ):
+        receiver = interpreter.evaluator.evaluate(node.func.value, frame).dtype
+        if receiver.is_known_tensor:
+            return [Value(receiver)] * count
+    return [UNKNOWN_VALUE] * count
+
+
+def _walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Nodes of one statement in source order, not entering nested functions or classes."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.BaseSuite)):
+            continue
+        stack.extend(reversed(node.children))
+
+
+class _RegionFinder(cst.CSTVisitor):
+    def __init__(self, interpreter: Interpreter) -> None:
+        self.names = interpreter.facts.names
+        self.accelerate = interpreter.accelerate
+        self.regions: list[AutocastRegion] = []
+        self.scaler_devices: set[str | None] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        region = region_from_call(node, self.names, self.accelerate)
+        if region is not None:
+            self.regions.append(region)
+            return
+        is_scaler, device = grad_scaler_device(node, self.names)
+        if is_scaler:
+            self.scaler_devices.add(device)
 
 
 def run_interpreter(facts: ModuleFacts, rules: list[Rule]) -> list[tuple[Rule, Report]]:
-    return []
+    return Interpreter(facts, rules).run()
+

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import libcst as cst
+from libcst.metadata import CodeRange
 
 from amp_lint.analysis.names import ModuleNames
 from amp_lint.config import Config
@@ -16,3 +18,7 @@ class ModuleFacts:
     module: cst.Module
     names: ModuleNames
     config: Config
+    positions: Mapping[cst.CSTNode, CodeRange] = field(default_factory=dict)
+
+    def line_of(self, node: cst.CSTNode) -> int:
+        return self.positions[node].start.line

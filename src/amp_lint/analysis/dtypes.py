@@ -1,0 +1,157 @@
+"""The dtype lattice amp-lint reasons with, and PyTorch's type promotion over it.
+
+Honest by construction: anything not known is UNKNOWN, and UNKNOWN poisons promotion, so
+rules never claim a value is half unless every step that produced it says so.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class DTypeKind(enum.Enum):
+    HALF = "half"  # float16 or bfloat16, see DType.precision
+    FLOAT32 = "float32"
+    FLOAT64 = "float64"
+    INTEGER = "integer"
+    BOOL = "bool"
+    SCALAR = "scalar"  # a Python number or size: never promotes a tensor
+    OTHER = "other"  # not a tensor and not a number (dtype objects, devices, strings)
+    UNKNOWN = "unknown"
+
+
+FLOAT16 = "float16"
+BFLOAT16 = "bfloat16"
+
+
+@dataclass(frozen=True)
+class DType:
+    kind: DTypeKind
+    # For HALF: FLOAT16, BFLOAT16, or None when the autocast dtype is not known (maybe float16).
+    precision: str | None = None
+
+    @property
+    def is_half(self) -> bool:
+        return self.kind is DTypeKind.HALF
+
+    @property
+    def may_be_float16(self) -> bool:
+        return self.kind is DTypeKind.HALF and self.precision != BFLOAT16
+
+    @property
+    def is_float16(self) -> bool:
+        return self.kind is DTypeKind.HALF and self.precision == FLOAT16
+
+    @property
+    def is_known_tensor(self) -> bool:
+        return self.kind in _TENSOR_KINDS
+
+    @property
+    def is_floating_tensor(self) -> bool:
+        return self.kind in (DTypeKind.HALF, DTypeKind.FLOAT32, DTypeKind.FLOAT64)
+
+    def describe(self) -> str:
+        if self.kind is DTypeKind.HALF:
+            return self.precision or "float16 or bfloat16"
+        return self.kind.value
+
+    def torch_name(self) -> str:
+        """The spelling PyTorch uses in error messages ("Half", "Float", ...)."""
+        if self.kind is DTypeKind.HALF:
+            return {FLOAT16: "Half", BFLOAT16: "BFloat16"}.get(self.precision or "", "Half")
+        return {
+            DTypeKind.FLOAT32: "Float",
+            DTypeKind.FLOAT64: "Double",
+            DTypeKind.INTEGER: "Long",
+            DTypeKind.BOOL: "Bool",
+        }.get(self.kind, self.kind.value)
+
+
+_TENSOR_KINDS = (
+    DTypeKind.HALF,
+    DTypeKind.FLOAT32,
+    DTypeKind.FLOAT64,
+    DTypeKind.INTEGER,
+    DTypeKind.BOOL,
+)
+
+UNKNOWN = DType(DTypeKind.UNKNOWN)
+FLOAT32 = DType(DTypeKind.FLOAT32)
+FLOAT64 = DType(DTypeKind.FLOAT64)
+INTEGER = DType(DTypeKind.INTEGER)
+BOOL = DType(DTypeKind.BOOL)
+SCALAR = DType(DTypeKind.SCALAR)
+OTHER = DType(DTypeKind.OTHER)
+
+
+def half(precision: str | None) -> DType:
+    """The autocast lower-precision dtype; "float32" (autocast asked for fp32) is not half."""
+    if precision not in (FLOAT16, BFLOAT16, None):
+        return FLOAT32
+    return DType(DTypeKind.HALF, precision)
+
+
+def dtype_from_torch_name(qualified: str | None) -> DType | None:
+    """`torch.float16` -> HALF(float16); None for names that are not torch dtypes."""
+    return _TORCH_DTYPES.get(qualified or "")
+
+
+_TORCH_DTYPES: dict[str, DType] = {
+    "torch.float16": half(FLOAT16),
+    "torch.half": half(FLOAT16),
+    "torch.bfloat16": half(BFLOAT16),
+    "torch.float32": FLOAT32,
+    "torch.float": FLOAT32,
+    "torch.float64": FLOAT64,
+    "torch.double": FLOAT64,
+    "torch.int64": INTEGER,
+    "torch.long": INTEGER,
+    "torch.int32": INTEGER,
+    "torch.int": INTEGER,
+    "torch.int16": INTEGER,
+    "torch.int8": INTEGER,
+    "torch.uint8": INTEGER,
+    "torch.bool": BOOL,
+}
+
+_FLOAT_RANK = {DTypeKind.HALF: 1, DTypeKind.FLOAT32: 2, DTypeKind.FLOAT64: 3}
+
+
+def promote(dtypes: list[DType]) -> DType:
+    """Result dtype of an elementwise op over these operands (torch.result_type rules).
+
+    Python scalars and non-tensors do not take part, as in PyTorch ("weak" scalars).
+    """
+    tensors = [d for d in dtypes if d.kind not in (DTypeKind.SCALAR, DTypeKind.OTHER)]
+    if not tensors:
+        return SCALAR if dtypes else UNKNOWN
+    if any(d.kind is DTypeKind.UNKNOWN for d in tensors):
+        return UNKNOWN
+    floats = [d for d in tensors if d.kind in _FLOAT_RANK]
+    if floats:
+        return _widest_float(floats)
+    if any(d.kind is DTypeKind.INTEGER for d in tensors):
+        return INTEGER
+    return BOOL
+
+
+def _widest_float(floats: list[DType]) -> DType:
+    top = max(_FLOAT_RANK[d.kind] for d in floats)
+    if top > _FLOAT_RANK[DTypeKind.HALF]:
+        return FLOAT64 if top == _FLOAT_RANK[DTypeKind.FLOAT64] else FLOAT32
+    precisions = {d.precision for d in floats}
+    if precisions == {FLOAT16, BFLOAT16}:
+        return FLOAT32  # float16 op bfloat16 promotes to float32
+    if len(precisions) == 1:
+        return floats[0]
+    return half(None)
+
+
+def join(a: DType, b: DType) -> DType:
+    """The dtype a variable has after two control-flow paths meet."""
+    if a == b:
+        return a
+    if a.is_half and b.is_half:
+        return half(None)
+    return UNKNOWN

@@ -1,0 +1,89 @@
+"""Execution frames and the view of them that rules get (ExecutionContext)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from amp_lint.analysis.calls import CallSite, ClassInfo
+from amp_lint.analysis.dtypes import DType
+from amp_lint.analysis.module import ModuleFacts
+from amp_lint.analysis.regions import AutocastRegion
+from amp_lint.analysis.values import Env, Value
+
+
+@dataclass
+class Frame:
+    env: Env
+    regions: tuple[AutocastRegion, ...]  # outermost first
+    chain: tuple[CallSite, ...] = ()
+    function: cst.FunctionDef | None = None
+    self_class: ClassInfo | None = None
+    # Why this frame is analysed under autocast when no caller was seen ("assumed ...").
+    assumption: str | None = None
+    depth: int = 0
+    returns: list[Value] = field(default_factory=list)
+    # Values of the current statement's expressions, by node identity.
+    cache: dict[int, Value] = field(default_factory=dict)
+
+    @property
+    def region(self) -> AutocastRegion | None:
+        """The innermost region, enabled or not (an `enabled=False` island is a region too)."""
+        return self.regions[-1] if self.regions else None
+
+    @property
+    def active_region(self) -> AutocastRegion | None:
+        region = self.region
+        return region if region is not None and region.is_active else None
+
+
+class ExecutionContext:
+    """What a rule sees at a node: the region it runs under and the values around it."""
+
+    def __init__(
+        self,
+        facts: ModuleFacts,
+        frame: Frame,
+        statement: cst.CSTNode,
+        evaluate: Callable[[cst.BaseExpression, Frame], Value],
+    ) -> None:
+        self.facts = facts
+        self.frame = frame
+        # The statement being executed: a SimpleStatementLine, or a compound statement
+        # whose header holds the node.
+        self.statement = statement
+        self._evaluate = evaluate
+
+    @property
+    def region(self) -> AutocastRegion | None:
+        return self.frame.region
+
+    @property
+    def active_region(self) -> AutocastRegion | None:
+        return self.frame.active_region
+
+    @property
+    def regions(self) -> tuple[AutocastRegion, ...]:
+        return self.frame.regions
+
+    def value(self, node: cst.BaseExpression) -> Value:
+        return self._evaluate(node, self.frame)
+
+    def dtype(self, node: cst.BaseExpression) -> DType:
+        return self.value(node).dtype
+
+    def constant(self, node: cst.BaseExpression) -> float | None:
+        return self.value(node).constant
+
+    def qualified_name(self, node: cst.BaseExpression) -> str | None:
+        return self.facts.names.qualified_name(node)
+
+    def provenance(self) -> str:
+        """" (via a.py:12 → a.py:40)", or why the frame is assumed to run under autocast."""
+        if self.frame.chain:
+            return " (via " + " → ".join(str(site) for site in self.frame.chain) + ")"
+        if self.frame.assumption:
+            return f" ({self.frame.assumption})"
+        return ""

@@ -1,0 +1,197 @@
+"""Autocast regions: where code runs under torch.autocast, on which device, in which dtype.
+
+Recognised spellings: `torch.autocast`, `torch.amp.autocast`, the deprecated
+`torch.cuda.amp.autocast` / `torch.cpu.amp.autocast` (any import alias, via ModuleNames),
+Hugging Face accelerate's `accelerator.autocast()`, used as `with` items, as decorators, or
+stored in a variable and entered later. Regions also come from assumptions (an nn.Module's
+forward in a file that uses fp16 autocast; configured functions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16, DType, dtype_from_torch_name, half
+from amp_lint.analysis.names import ModuleNames, dotted_name
+
+# Qualified names of the autocast context managers, with their device and argument order.
+_TORCH_AUTOCAST = ("torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast")
+_DEVICE_AUTOCAST = {
+    "torch.cuda.amp.autocast": "cuda",
+    "torch.cuda.amp.autocast_mode.autocast": "cuda",
+    "torch.cpu.amp.autocast": "cpu",
+    "torch.cpu.amp.autocast_mode.autocast": "cpu",
+}
+# torch.get_autocast_dtype defaults: float16 on CUDA (and XPU), bfloat16 on CPU.
+_DEFAULT_DTYPE = {"cuda": FLOAT16, "xpu": FLOAT16, "cpu": BFLOAT16}
+_ACCELERATE_PRECISION = {"fp16": FLOAT16, "bf16": BFLOAT16}
+GRAD_SCALERS = {
+    "torch.amp.GradScaler": None,
+    "torch.amp.grad_scaler.GradScaler": None,
+    "torch.GradScaler": None,
+    "torch.cuda.amp.GradScaler": "cuda",
+    "torch.cuda.amp.grad_scaler.GradScaler": "cuda",
+    "torch.cpu.amp.GradScaler": "cpu",
+}
+ACCELERATOR_CLASSES = ("accelerate.Accelerator", "accelerate.accelerator.Accelerator")
+
+
+@dataclass(frozen=True)
+class AutocastRegion:
+    device: str | None  # "cuda", "cpu", ...; None when it comes from a variable
+    dtype: str | None  # FLOAT16, BFLOAT16, "float32"; None when not known (maybe float16)
+    enabled: bool | None  # None when decided at run time
+    spelling: str  # how the code entered it, for messages
+    node: cst.CSTNode | None = None
+    # The device argument as written, reused by fixes that open an fp32 island.
+    device_expr: cst.BaseExpression | None = None
+
+    @property
+    def is_active(self) -> bool:
+        return self.enabled is not False
+
+    @property
+    def may_be_float16(self) -> bool:
+        return self.is_active and self.dtype in (FLOAT16, None)
+
+    @property
+    def lower_precision(self) -> DType:
+        return half(self.dtype)
+
+    @property
+    def key(self) -> tuple[str | None, str | None, bool | None]:
+        return (self.device, self.dtype, self.enabled)
+
+    def describe(self) -> str:
+        device = self.device or "unknown-device"
+        dtype = self.dtype or "float16/bfloat16"
+        return f"{device} {dtype} autocast"
+
+
+def region_from_call(
+    call: cst.Call, names: ModuleNames, accelerate: AccelerateSettings
+) -> AutocastRegion | None:
+    """The region a call such as `torch.autocast("cuda", dtype=torch.bfloat16)` opens."""
+    qualified = names.qualified_name(call.func)
+    if qualified in _TORCH_AUTOCAST:
+        device_expr = _argument(call, 0, "device_type")
+        device = _device_literal(device_expr)
+        dtype = _dtype_argument(call, 1, names, device)
+        enabled = _bool_literal(_argument(call, 2, "enabled"))
+        return AutocastRegion(device, dtype, enabled, qualified, call, device_expr)
+    if qualified in _DEVICE_AUTOCAST:
+        device = _DEVICE_AUTOCAST[qualified]
+        dtype = _dtype_argument(call, 1, names, device)
+        enabled = _bool_literal(_argument(call, 0, "enabled"))
+        return AutocastRegion(device, dtype, enabled, qualified, call, None)
+    if accelerate.is_accelerator_autocast(call):
+        return AutocastRegion(None, accelerate.dtype, accelerate.enabled, "accelerator.autocast", call)
+    return None
+
+
+def grad_scaler_device(call: cst.Call, names: ModuleNames) -> tuple[bool, str | None]:
+    """(is a GradScaler constructor, its device when known)."""
+    qualified = names.qualified_name(call.func)
+    if qualified not in GRAD_SCALERS:
+        return False, None
+    fixed = GRAD_SCALERS[qualified]
+    if fixed is not None:
+        return True, fixed
+    device_arg = _argument(call, 0, "device")
+    return True, _device_literal(device_arg) if device_arg is not None else "cuda"
+
+
+@dataclass(frozen=True)
+class AccelerateSettings:
+    """What `Accelerator(mixed_precision=...)` calls in the module say, and the names bound
+    to Accelerator instances."""
+
+    instance_names: frozenset[str] = frozenset()
+    dtype: str | None = None
+    enabled: bool | None = None
+
+    def is_accelerator_autocast(self, call: cst.Call) -> bool:
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value != "autocast":
+            return False
+        receiver = dotted_name(func.value)
+        if receiver is None:
+            return False
+        last = receiver.rsplit(".", 1)[-1]
+        return receiver in self.instance_names or last.lower().endswith("accelerator")
+
+
+def accelerate_settings(module: cst.Module, names: ModuleNames) -> AccelerateSettings:
+    finder = _AcceleratorFinder(names)
+    module.visit(finder)
+    precisions = finder.precisions
+    if len(precisions) != 1 or None in precisions:
+        return AccelerateSettings(frozenset(finder.instance_names), None, None)
+    (precision,) = precisions
+    if precision == "no":
+        return AccelerateSettings(frozenset(finder.instance_names), None, False)
+    return AccelerateSettings(
+        frozenset(finder.instance_names), _ACCELERATE_PRECISION.get(precision or ""), None
+    )
+
+
+class _AcceleratorFinder(cst.CSTVisitor):
+    def __init__(self, names: ModuleNames) -> None:
+        self.names = names
+        self.instance_names: set[str] = set()
+        self.precisions: set[str | None] = set()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        value = node.value
+        if not isinstance(value, cst.Call):
+            return
+        if self.names.qualified_name(value.func) not in ACCELERATOR_CLASSES:
+            return
+        for target in node.targets:
+            name = dotted_name(target.target)
+            if name:
+                self.instance_names.add(name)
+        # Without the argument, `accelerate launch` configuration decides: unknown here.
+        self.precisions.add(_string_literal(_argument(value, 2, "mixed_precision")))
+
+
+def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
+    positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    return positional[position].value if position < len(positional) else None
+
+
+def _string_literal(node: cst.BaseExpression | None) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _device_literal(node: cst.BaseExpression | None) -> str | None:
+    text = _string_literal(node)
+    return text.split(":", 1)[0] if text else None
+
+
+def _bool_literal(node: cst.BaseExpression | None) -> bool | None:
+    if node is None:
+        return True
+    if isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return node.value == "True"
+    return None
+
+
+def _dtype_argument(
+    call: cst.Call, position: int, names: ModuleNames, device: str | None
+) -> str | None:
+    node = _argument(call, position, "dtype")
+    if node is None:
+        return _DEFAULT_DTYPE.get(device or "")
+    dtype = dtype_from_torch_name(names.qualified_name(node))
+    if dtype is None:
+        return None
+    return dtype.precision if dtype.is_half else dtype.kind.value

@@ -1,0 +1,177 @@
+"""What PyTorch does to dtypes, op by op: conversions, factories, shape ops, and autocast's
+per-device casting policy (read from the op tables)."""
+
+from __future__ import annotations
+
+from amp_lint.analysis.dtypes import (
+    BFLOAT16,
+    BOOL,
+    FLOAT16,
+    FLOAT32,
+    FLOAT64,
+    INTEGER,
+    UNKNOWN,
+    DType,
+    DTypeKind,
+    half,
+    join,
+    promote,
+)
+from amp_lint.analysis.optables import OpCategory, load_op_tables
+from amp_lint.analysis.regions import AutocastRegion
+
+CONVERSION_METHODS: dict[str, DType] = {
+    "float": FLOAT32,
+    "half": half(FLOAT16),
+    "bfloat16": half(BFLOAT16),
+    "double": FLOAT64,
+    "long": INTEGER,
+    "int": INTEGER,
+    "short": INTEGER,
+    "byte": INTEGER,
+    "char": INTEGER,
+    "bool": BOOL,
+}
+
+BOOL_METHODS = frozenset(
+    """eq ne lt le gt ge isnan isinf isfinite isneginf isposinf logical_and logical_or
+    logical_not logical_xor isclose signbit""".split()
+)
+INTEGER_METHODS = frozenset("argmax argmin argsort nonzero bincount count_nonzero".split())
+SCALAR_METHODS = frozenset(
+    "item tolist size dim numel nelement element_size stride data_ptr ndimension".split()
+)
+SHAPE_ATTRIBUTES = frozenset(["T", "mT", "H", "mH", "data", "real", "imag", "grad"])
+NON_TENSOR_ATTRIBUTES = frozenset(
+    ["dtype", "device", "ndim", "is_cuda", "requires_grad", "layout", "is_leaf", "names"]
+)
+TUPLE_OF_RECEIVER_METHODS = frozenset(["chunk", "split", "unbind", "tensor_split"])
+
+# Binary ops whose second operand is data that takes part in type promotion.
+BINARY_OPS = frozenset(
+    """add sub subtract rsub mul multiply div divide true_divide floor_divide matmul mm bmm
+    mv dot vdot outer ger maximum minimum fmax fmin atan2 hypot fmod remainder pow lerp
+    copysign xlogy mse_loss l1_loss smooth_l1_loss huber_loss binary_cross_entropy
+    binary_cross_entropy_with_logits kl_div cosine_similarity pairwise_distance cdist
+    linear bilinear baddbmm addmm addbmm einsum""".split()
+)
+
+FLOAT32_FACTORIES = frozenset(
+    "zeros ones empty rand randn eye linspace logspace normal".split()
+)
+LIKE_FACTORIES = frozenset(
+    "zeros_like ones_like empty_like rand_like randn_like full_like".split()
+)
+NEW_FACTORIES = frozenset("new_zeros new_ones new_empty new_full new_tensor".split())
+
+# nn.Module classes whose call runs one op that autocast knows about.
+NN_MODULE_OPS: dict[str, str] = {
+    "Linear": "linear",
+    "LazyLinear": "linear",
+    "Bilinear": "bilinear",
+    "Conv1d": "conv1d",
+    "Conv2d": "conv2d",
+    "Conv3d": "conv3d",
+    "ConvTranspose1d": "conv_transpose1d",
+    "ConvTranspose2d": "conv_transpose2d",
+    "ConvTranspose3d": "conv_transpose3d",
+    "LayerNorm": "layer_norm",
+    "GroupNorm": "group_norm",
+    "RMSNorm": "rms_norm",
+    "Softmax": "softmax",
+    "LogSoftmax": "log_softmax",
+    "MSELoss": "mse_loss",
+    "L1Loss": "l1_loss",
+    "SmoothL1Loss": "smooth_l1_loss",
+    "HuberLoss": "huber_loss",
+    "CrossEntropyLoss": "cross_entropy",
+    "NLLLoss": "nll_loss",
+    "KLDivLoss": "kl_div",
+    "BCELoss": "binary_cross_entropy",
+    "BCEWithLogitsLoss": "binary_cross_entropy_with_logits",
+    "ReLU": "relu",
+    "GELU": "gelu",
+    "SiLU": "silu",
+    "Tanh": "tanh",
+    "Sigmoid": "sigmoid",
+    "Dropout": "dropout",
+    "Identity": "identity",
+}
+# Modules with float32 parameters: outside autocast they need float32 input.
+PARAMETRIZED_MODULES = frozenset(
+    "Linear LazyLinear Bilinear Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d "
+    "ConvTranspose3d LayerNorm GroupNorm RMSNorm".split()
+)
+
+_FUNCTION_NAMESPACES = (
+    ("torch.nn.functional.", ""),
+    ("torch.linalg.", "linalg_"),
+    ("torch.fft.", "fft_"),
+    ("torch.special.", "special_"),
+    ("torch.Tensor.", ""),
+    ("torch.", ""),
+)
+
+
+def op_name_for_function(qualified: str) -> str | None:
+    """`torch.nn.functional.softmax` -> "softmax", `torch.linalg.inv` -> "linalg_inv"."""
+    for prefix, op_prefix in _FUNCTION_NAMESPACES:
+        if qualified.startswith(prefix):
+            rest = qualified[len(prefix) :]
+            return None if "." in rest else op_prefix + rest
+    return None
+
+
+def autocast_category(op: str, region: AutocastRegion) -> OpCategory | None:
+    """The op's category on the region's device; None when the device is not known."""
+    if region.device is None:
+        return None
+    return load_op_tables().category(region.device, op)
+
+
+# Composite ops that PyTorch implements by calling a listed op, which autocast then casts.
+_COMPOSITES = {"square": "pow"}
+
+
+def op_result(op: str, inputs: list[DType], region: AutocastRegion | None) -> DType:
+    """The dtype an op returns, given its data inputs and the innermost autocast region."""
+    op = _COMPOSITES.get(op, op)
+    if region is None or not region.is_active:
+        return promote(inputs)
+    if region.device is not None:
+        return _apply_category(load_op_tables().category(region.device, op), inputs, region)
+    results = [
+        _apply_category(load_op_tables().category(device, op), inputs, region)
+        for device in ("cuda", "cpu")
+    ]
+    outcome = join(results[0], results[1])
+    # Autocast decided differently per device and the region's device is unknown.
+    return outcome if outcome.kind is not DTypeKind.UNKNOWN or results[0] == results[1] else UNKNOWN
+
+
+def _apply_category(category: OpCategory, inputs: list[DType], region: AutocastRegion) -> DType:
+    known = [d for d in inputs if d.kind not in (DTypeKind.SCALAR, DTypeKind.OTHER)]
+    # Autocast casts only floating-point tensors and leaves float64 alone.
+    if any(d.kind is DTypeKind.FLOAT64 for d in known):
+        return promote(inputs)
+    if known and all(d.kind in (DTypeKind.INTEGER, DTypeKind.BOOL) for d in known):
+        return promote(inputs)
+    if category is OpCategory.LOWER_PRECISION:
+        return region.lower_precision
+    if category is OpCategory.FLOAT32:
+        return FLOAT32
+    if category is OpCategory.BANNED:
+        return UNKNOWN
+    return promote(inputs)
+
+
+def factory_dtype(name: str, fill: float | None) -> DType:
+    """dtype of `torch.<name>(...)` called without `dtype=` (fill: full's literal value)."""
+    if name in FLOAT32_FACTORIES:
+        return FLOAT32
+    if name == "full" and fill is not None:
+        # torch.full infers its dtype from the fill value: 1.0 -> float32, 1 -> int64.
+        return FLOAT32 if isinstance(fill, float) else INTEGER
+    if name == "randint":
+        return INTEGER
+    return UNKNOWN

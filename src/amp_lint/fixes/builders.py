@@ -1,0 +1,95 @@
+"""Shared fix shapes: `.float()` / `.to(dtype)` on an operand, `torch.finfo(dtype).min`,
+`.clone()`, and the fp32 island (`with torch.autocast(device, enabled=False):`)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from amp_lint.analysis.names import ModuleNames, dotted_name
+
+# Expressions that can take a method call without parentheses around them.
+_ATOMIC = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
+
+
+def method_call(expr: cst.BaseExpression, method: str, args: str = "") -> cst.BaseExpression:
+    """`expr.method(args)`, parenthesising `expr` when needed, keeping its own parentheses."""
+    receiver = expr
+    if not isinstance(expr, _ATOMIC) or _has_parentheses(expr):
+        receiver = expr if _has_parentheses(expr) else expr.with_changes(
+            lpar=[cst.LeftParen()], rpar=[cst.RightParen()]
+        )
+    call = cst.parse_expression(f"_.{method}({args})")
+    assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+    return call.with_changes(func=call.func.with_changes(value=_strip_outer(receiver, keep=True)))
+
+
+def upcast(expr: cst.BaseExpression) -> cst.BaseExpression:
+    return method_call(expr, "float")
+
+
+def to_dtype_of(value: cst.BaseExpression, reference: cst.BaseExpression) -> cst.BaseExpression:
+    """`value.to(reference.dtype)`."""
+    code = cst.Module([]).code_for_node(reference)
+    return method_call(value, "to", f"{code}.dtype")
+
+
+def torch_name(names: ModuleNames) -> tuple[str, bool]:
+    """How to spell `torch` here, and whether `import torch` must be added."""
+    spellings = names.local_names_for("torch")
+    if "torch" in spellings:
+        return "torch", False
+    if spellings:
+        return sorted(spellings)[0], False
+    return "torch", True
+
+
+def finfo_limit(
+    reference: cst.BaseExpression, negative: bool, names: ModuleNames
+) -> tuple[cst.BaseExpression, bool]:
+    """`torch.finfo(x.dtype).min` (or `.max`), and whether `import torch` is needed."""
+    torch, needs_import = torch_name(names)
+    code = cst.Module([]).code_for_node(reference)
+    limit = "min" if negative else "max"
+    return cst.parse_expression(f"{torch}.finfo({code}.dtype).{limit}"), needs_import
+
+
+def fp32_island(
+    line: cst.SimpleStatementLine, device_code: str, torch: str
+) -> cst.With:
+    """Wrap one statement line in `with torch.autocast(device, enabled=False):`.
+
+    Comments above the statement stay above the `with`; its trailing comment stays on it.
+    """
+    header = cst.parse_statement(f"with {torch}.autocast({device_code}, enabled=False):\n    pass\n")
+    assert isinstance(header, cst.With)
+    inner = line.with_changes(leading_lines=[])
+    return header.with_changes(
+        leading_lines=line.leading_lines,
+        body=cst.IndentedBlock(body=[inner]),
+    )
+
+
+def device_code_for_island(
+    region_device: str | None,
+    device_expr: cst.BaseExpression | None,
+    tensor_argument: cst.BaseExpression | None,
+) -> str | None:
+    """The device argument of the island: the region's literal device, else the device of a
+    tensor argument (`pred.device.type`), which is right wherever the code runs."""
+    if region_device is not None:
+        return repr(region_device).replace("'", '"')
+    if tensor_argument is not None:
+        name = dotted_name(tensor_argument)
+        if name is not None:
+            return f"{name}.device.type"
+    if device_expr is not None and dotted_name(device_expr) is not None:
+        return cst.Module([]).code_for_node(device_expr)
+    return None
+
+
+def _has_parentheses(expr: cst.BaseExpression) -> bool:
+    return bool(getattr(expr, "lpar", ()))
+
+
+def _strip_outer(expr: cst.BaseExpression, keep: bool) -> cst.BaseExpression:
+    return expr if keep else expr.with_changes(lpar=[], rpar=[])

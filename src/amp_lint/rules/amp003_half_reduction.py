@@ -1,0 +1,155 @@
+"""AMP003 half-reduction: reductions that really run (or are fed) in float16."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from amp_lint.analysis.frames import ExecutionContext
+from amp_lint.analysis.semantics import op_name_for_function
+from amp_lint.findings import Edit, Fix, FixSafety
+from amp_lint.fixes.builders import upcast
+from amp_lint.rules.base import Report, Rule
+from amp_lint.rules.common import code, half_phrase
+
+# Reductions whose float16 *result* overflows past 65504 (sum of 4096 values of ±300 is
+# already inf; var of ±300 data is 90000). mean/std/norm accumulate in float32 and return
+# values within the input's range, so they are only flagged when fed a half product.
+OVERFLOWING_REDUCTIONS = frozenset(["sum", "nansum", "cumsum", "prod", "cumprod", "var"])
+REDUCTIONS = OVERFLOWING_REDUCTIONS | frozenset(
+    ["mean", "nanmean", "std", "norm", "var_mean", "std_mean", "logsumexp"]
+)
+_SQUARING = frozenset(["square", "pow"])
+
+
+class HalfReduction(Rule):
+    code = "AMP003"
+    name = "half-reduction"
+    summary = (
+        "Checks for reductions that run in float16 on the device in use (sums, products, "
+        "variances), and for squares or products computed in float16 before a reduction."
+    )
+    why = """\
+float16 tops out at 65504. PyTorch accumulates reductions in float32 internally but stores
+the result in the input's dtype, so a float16 `sum` of 4096 values around 300 is `inf`, and
+so is `var` of data with a spread of ±300.
+
+Autocast protects some of this, differently per device. Under **CUDA** autocast `sum`,
+`prod`, `cumsum`, `pow`, `softmax`, `exp`, `log` and `norm` run in float32; under **CPU**
+autocast none of them do. Outside an autocast region (for example on an autocast output
+after the `with` block ends) nothing is upcast on any device. amp-lint reads PyTorch's own
+per-device op lists to decide.
+
+A square or product taken in float16 (`x * x`, `x.square()`, and `x ** 2` where `pow` is
+not upcast) overflows for |x| > 256 *before* the reduction sees it, so even CUDA's float32
+`sum` returns `inf`. The loss or statistic is then inf/NaN and GradScaler skips every step."""
+    example = """\
+import torch
+
+with torch.autocast("cpu", dtype=torch.float16):
+    out = model(x)  # float16
+    energy = (out * out).sum()
+    total = out.sum()
+"""
+    fixed_example = """\
+import torch
+
+with torch.autocast("cpu", dtype=torch.float16):
+    out = model(x)  # float16
+    energy = (out.float() * out.float()).sum()
+    total = out.float().sum()
+"""
+    fix_safety = """\
+The fix upcasts with `.float()` before the reduction. It is **unsafe**: the result becomes
+float32 instead of float16, which changes numerics and the dtype seen by later code."""
+    known_limitations = """\
+Only flagged when the input is known to be float16 (or half of unknown precision under a
+region whose dtype may be float16); bfloat16 has float32's range and is not flagged. With an
+autocast device that is not known statically, ops that CUDA upcasts and CPU does not are not
+flagged."""
+    node_types = (cst.Call,)
+
+    def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
+        assert isinstance(node, cst.Call)
+        reduction, operand = _reduction(node, ctx)
+        if reduction is None or operand is None:
+            return
+        operand_dtype = ctx.dtype(operand)
+        if not operand_dtype.may_be_float16:
+            return
+        squared = _half_square(operand, ctx)
+        if squared is not None:
+            yield Report(
+                node,
+                f"`{code(squared)}` is computed in {half_phrase(operand_dtype)} before "
+                f"`{reduction}`: it overflows to inf for |x| > 256 even if the reduction "
+                "itself runs in float32; upcast with `.float()` first",
+                _fix(_square_operands(squared), "Square in float32"),
+            )
+            return
+        if reduction not in OVERFLOWING_REDUCTIONS:
+            return
+        if not ctx.dtype(node).may_be_float16:
+            return  # autocast runs it in float32 on this device
+        where = _where(ctx)
+        yield Report(
+            node,
+            f"`{code(node)}` runs in {half_phrase(operand_dtype)} {where}: a result above "
+            f"65504 silently becomes inf; call `.float()` before `.{reduction}()`",
+            _fix([operand], "Reduce in float32"),
+        )
+
+
+def _reduction(
+    node: cst.Call, ctx: ExecutionContext
+) -> tuple[str | None, cst.BaseExpression | None]:
+    qualified = ctx.qualified_name(node.func)
+    if qualified is not None:
+        op = op_name_for_function(qualified)
+        positional = [a.value for a in node.args if a.keyword is None and not a.star]
+        if op in REDUCTIONS and positional:
+            return op, positional[0]
+        return None, None
+    if isinstance(node.func, cst.Attribute) and node.func.attr.value in REDUCTIONS:
+        return node.func.attr.value, node.func.value
+    return None, None
+
+
+def _half_square(operand: cst.BaseExpression, ctx: ExecutionContext) -> cst.BaseExpression | None:
+    """The float16 product or square feeding a reduction, if that is what the operand is."""
+    if isinstance(operand, cst.BinaryOperation) and ctx.dtype(operand).may_be_float16:
+        if isinstance(operand.operator, cst.Multiply):
+            # x * 2 scales; x * y and x * x can square the magnitude.
+            sides = (ctx.dtype(operand.left), ctx.dtype(operand.right))
+            return operand if all(s.is_known_tensor for s in sides) else None
+        if isinstance(operand.operator, cst.Power):
+            exponent = ctx.constant(operand.right)
+            return operand if exponent is not None and exponent >= 2 else None
+        return None
+    if isinstance(operand, cst.Call) and isinstance(operand.func, cst.Attribute):
+        if operand.func.attr.value in _SQUARING and ctx.qualified_name(operand.func) is None:
+            return operand if ctx.dtype(operand).may_be_float16 else None
+    return None
+
+
+def _square_operands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(node, cst.BinaryOperation):
+        if isinstance(node.operator, cst.Power):
+            return [node.left]
+        return [node.left, node.right]
+    assert isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+    return [node.func.value]
+
+
+def _fix(operands: list[cst.BaseExpression], title: str) -> Fix:
+    return Fix(FixSafety.UNSAFE, title, edits=tuple(Edit(o, upcast(o)) for o in operands))
+
+
+def _where(ctx: ExecutionContext) -> str:
+    region = ctx.active_region
+    if region is None:
+        return "(no autocast here, so nothing upcasts it)"
+    return f"(under {region.describe()}, which does not upcast it)"
+
+

@@ -1,0 +1,164 @@
+"""AMP004 half-division: float16 division by a denominator guarded with a too-small eps."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from amp_lint.analysis.dtypes import DTypeKind
+from amp_lint.analysis.frames import ExecutionContext
+from amp_lint.findings import Edit, Fix, FixSafety
+from amp_lint.fixes.builders import upcast
+from amp_lint.rules.base import Report, Rule
+from amp_lint.rules.common import (
+    FLOAT16_OVERFLOWING_EPS_BELOW,
+    FLOAT16_ROUNDS_TO_ZERO_BELOW,
+    code,
+    half_phrase,
+)
+
+_DIVISIONS = frozenset(["div", "true_divide", "divide"])
+
+
+class HalfDivision(Rule):
+    code = "AMP004"
+    name = "half-division"
+    summary = (
+        "Checks for divisions computed in float16 whose denominator is guarded by an epsilon "
+        "that float16 cannot honour (`x / (s.std() + 1e-8)`)."
+    )
+    why = """\
+`x / (d + eps)` is written so that a zero `d` is harmless. In float16 the guard fails:
+
+* an eps below about 3e-8 (`1e-8`, `1e-10`, `1e-12`) **rounds to 0** in float16, so
+  `d + 1e-8 == d`: a zero denominator gives `inf` (or `0/0 = NaN`);
+* an eps below 1/65504 ≈ 1.5e-5 survives, but dividing by it alone exceeds the float16
+  maximum: with `d == 0`, `x / (d + 1e-6)` is `inf` for any |x| > 0.066.
+
+Division is not on any autocast list, so it runs in the operands' dtype: float16 whenever
+the denominator comes from a float16 op (a matmul/conv output, or a `mean`/`std`/`abs` of
+one). Normalisations (`(x - mu) / (sigma + eps)`), cosine similarities and attention
+renormalisations written this way produce inf/NaN on the first constant feature. bfloat16
+has float32's exponent range and is not affected."""
+    example = """\
+import torch
+
+with torch.autocast("cuda"):
+    h = encoder(x)  # float16
+    z = (h - h.mean(0)) / (h.std(0) + 1e-8)
+"""
+    fixed_example = """\
+import torch
+
+with torch.autocast("cuda"):
+    h = encoder(x)  # float16
+    z = (h - h.mean(0)).float() / (h.std(0).float() + 1e-8)
+"""
+    fix_safety = """\
+The fix computes the division in float32 (`.float()` on the numerator and on the half part
+of the denominator). It is **unsafe**: the quotient becomes float32 instead of float16."""
+    known_limitations = """\
+Only denominators that carry an explicit epsilon (`d + eps`, `d.clamp(min=eps)`,
+`torch.clamp(d, min=eps)`, `d.clamp_min(eps)`) are flagged: a division by a bare value that
+may be zero is a bug in float32 too. Epsilons held in variables are followed when they are
+assigned a literal in the same function or module."""
+    node_types = (cst.BinaryOperation, cst.Call)
+
+    def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
+        parts = _division(node, ctx)
+        if parts is None:
+            return
+        numerator, denominator = parts
+        assert isinstance(node, cst.BaseExpression)
+        guarded = _guard(denominator, ctx)
+        if guarded is None:
+            return
+        base, eps = guarded
+        if not ctx.dtype(base).may_be_float16:
+            return
+        division_dtype = ctx.dtype(node)
+        guard_dtype = ctx.dtype(denominator)
+        if eps < FLOAT16_ROUNDS_TO_ZERO_BELOW and guard_dtype.may_be_float16:
+            # The guard is computed in float16 and loses eps, whatever the division runs in.
+            what = (
+                f"the guard `{code(denominator)}` is computed in {half_phrase(guard_dtype)}, "
+                f"where {eps:g} rounds to 0, so a zero denominator gives inf or NaN"
+            )
+        elif division_dtype.may_be_float16:
+            what = (
+                f"it divides in {half_phrase(division_dtype)} and 1/{eps:g} exceeds the "
+                "float16 maximum 65504, so a near-zero denominator gives inf"
+            )
+        else:
+            return
+        message = f"`{code(node)}`: {what}; compute the division in float32 with `.float()`"
+        yield Report(node, message, _fix(numerator, base, ctx))
+
+
+def _division(
+    node: cst.CSTNode, ctx: ExecutionContext
+) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
+        return node.left, node.right
+    if not isinstance(node, cst.Call):
+        return None
+    positional = [a.value for a in node.args if a.keyword is None and not a.star]
+    qualified = ctx.qualified_name(node.func)
+    if qualified is not None:
+        if qualified in ("torch.div", "torch.true_divide", "torch.divide") and len(positional) >= 2:
+            return positional[0], positional[1]
+        return None
+    if isinstance(node.func, cst.Attribute) and node.func.attr.value in _DIVISIONS and positional:
+        return node.func.value, positional[0]
+    return None
+
+
+def _guard(
+    denominator: cst.BaseExpression, ctx: ExecutionContext
+) -> tuple[cst.BaseExpression, float] | None:
+    """(the guarded value, eps) for `d + eps`, `eps + d` and clamps to a minimum of eps."""
+    if isinstance(denominator, cst.BinaryOperation) and isinstance(denominator.operator, cst.Add):
+        for base, other in ((denominator.left, denominator.right),
+                            (denominator.right, denominator.left)):
+            eps = ctx.constant(other)
+            if _small(eps) and ctx.dtype(base).kind is not DTypeKind.SCALAR:
+                assert eps is not None
+                return base, eps
+        return None
+    if isinstance(denominator, cst.Call):
+        return _clamp_guard(denominator, ctx)
+    return None
+
+
+def _clamp_guard(
+    call: cst.Call, ctx: ExecutionContext
+) -> tuple[cst.BaseExpression, float] | None:
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    qualified = ctx.qualified_name(call.func)
+    if qualified in ("torch.clamp", "torch.clip", "torch.clamp_min") and positional:
+        base = positional[0]
+        bound = keywords.get("min") or (positional[1] if len(positional) > 1 else None)
+    elif isinstance(call.func, cst.Attribute) and qualified is None and call.func.attr.value in (
+        "clamp", "clip", "clamp_min"
+    ):
+        base = call.func.value
+        bound = keywords.get("min") or (positional[0] if positional else None)
+    else:
+        return None
+    eps = ctx.constant(bound) if bound is not None else None
+    return (base, eps) if _small(eps) and eps is not None else None
+
+
+def _small(eps: float | None) -> bool:
+    return eps is not None and 0 < eps < FLOAT16_OVERFLOWING_EPS_BELOW
+
+
+def _fix(
+    numerator: cst.BaseExpression, base: cst.BaseExpression, ctx: ExecutionContext
+) -> Fix:
+    edits = [Edit(base, upcast(base))]
+    if ctx.dtype(numerator).is_half:
+        edits.insert(0, Edit(numerator, upcast(numerator)))
+    return Fix(FixSafety.UNSAFE, "Divide in float32", edits=tuple(edits))

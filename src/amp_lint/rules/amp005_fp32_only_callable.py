@@ -1,0 +1,167 @@
+"""AMP005 fp32-only-callable: perceptual and metric models called under autocast."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from amp_lint.analysis.dtypes import DTypeKind
+from amp_lint.analysis.frames import ExecutionContext
+from amp_lint.analysis.regions import AutocastRegion
+from amp_lint.findings import Edit, Fix, FixSafety
+from amp_lint.fixes.builders import device_code_for_island, fp32_island, torch_name, upcast
+from amp_lint.rules.base import Report, Rule
+
+# Classes whose instances, and functions which, compute image metrics or perceptual losses.
+FP32_ONLY_CLASSES = frozenset(
+    """lpips.LPIPS pytorch_msssim.SSIM pytorch_msssim.MS_SSIM kornia.losses.SSIMLoss
+    kornia.losses.MS_SSIMLoss kornia.losses.SSIM3DLoss""".split()
+)
+FP32_ONLY_FUNCTIONS = frozenset(
+    """pytorch_msssim.ssim pytorch_msssim.ms_ssim kornia.losses.ssim_loss
+    kornia.losses.ssim3d_loss kornia.metrics.ssim kornia.metrics.ssim3d
+    kornia.losses.psnr_loss kornia.metrics.psnr""".split()
+)
+# Whole packages of metrics: anything called from them.
+FP32_ONLY_PACKAGES = ("piq.",)
+# torchmetrics image metrics, matched by name wherever torchmetrics exports them.
+TORCHMETRICS_IMAGE = frozenset(
+    """StructuralSimilarityIndexMeasure MultiScaleStructuralSimilarityIndexMeasure
+    LearnedPerceptualImagePatchSimilarity PeakSignalNoiseRatio
+    structural_similarity_index_measure multiscale_structural_similarity_index_measure
+    learned_perceptual_image_patch_similarity peak_signal_noise_ratio""".split()
+)
+_METRIC_METHODS = frozenset(["update", "forward"])
+
+
+class Fp32OnlyCallable(Rule):
+    code = "AMP005"
+    name = "fp32-only-callable"
+    summary = (
+        "Checks for perceptual models, image metrics and similar losses (LPIPS, SSIM/MS-SSIM, "
+        "piq, torchmetrics image metrics, kornia SSIM) called inside an autocast region."
+    )
+    why = """\
+These callables are written for float32 inputs and arithmetic, and autocast changes both:
+
+* **LPIPS** normalises features with `x / (sqrt(sum(x**2)) + 1e-10)`; in float16 the eps
+  is 0, so a zero feature vector gives `0/0 = NaN` in the forward pass (CPU autocast and
+  `.half()` models; under CUDA autocast `pow`/`sum` run in float32 and the forward survives).
+* **SSIM / MS-SSIM** compute `E[x²] − E[x]²` with convolutions that autocast runs in half
+  precision: the cancellation returns wrong values (1.32 instead of 1 for identical images,
+  Lightning-AI/torchmetrics#1290), and several implementations reject mixed dtypes outright
+  ("Expected preds and target to have the same data type", "Input images should have the
+  same dtype.").
+
+Metrics and perceptual losses are cheap next to the model: run them in float32."""
+    example = """\
+import lpips
+import torch
+
+loss_fn = lpips.LPIPS(net="alex")
+with torch.autocast("cuda"):
+    fake = generator(z)
+    loss = loss_fn(fake, real).mean()
+"""
+    fixed_example = """\
+import lpips
+import torch
+
+loss_fn = lpips.LPIPS(net="alex")
+with torch.autocast("cuda"):
+    fake = generator(z)
+    with torch.autocast("cuda", enabled=False):
+        loss = loss_fn(fake.float(), real.float()).mean()
+"""
+    fix_safety = """\
+The fix wraps the statement in an fp32 island (`with torch.autocast(<device>, enabled=False):`)
+and calls `.float()` on the call's tensor arguments. It is **unsafe**: the metric is then
+computed in float32 and returns float32, which changes numerics (that is the point). The
+island uses the region's device when it is a literal, otherwise `<first argument>.device.type`.
+There is no fix when the call is not the only statement on its line or sits in a compound
+statement's header."""
+    known_limitations = """\
+Objects are recognised when they are created in the same module (`self.lpips =
+lpips.LPIPS()` in `__init__`, or a module-level or local variable). Add your own classes and
+functions with `fp32-only-callables` in `[tool.amp-lint]`."""
+    node_types = (cst.Call,)
+
+    def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
+        assert isinstance(node, cst.Call)
+        region = ctx.active_region
+        if region is None:
+            return
+        callee = self._fp32_only_callee(node, ctx)
+        if callee is None:
+            return
+        message = (
+            f"`{callee}` is called under {region.describe()}: perceptual and metric models are "
+            "float32 code (LPIPS's eps becomes 0 and gives NaN, SSIM's E[x²]−E[x]² cancels to "
+            "wrong values); run it with `torch.autocast(..., enabled=False)` and `.float()` "
+            "inputs"
+        )
+        yield Report(node, message, self._fix(node, region, ctx))
+
+    def _fp32_only_callee(self, node: cst.Call, ctx: ExecutionContext) -> str | None:
+        func = node.func
+        qualified = ctx.qualified_name(func)
+        if qualified is not None:
+            if qualified.rsplit(".", 1)[-1][:1].isupper():
+                return None  # constructing the model is harmless; calling it is not
+            return qualified if _is_fp32_only(qualified, ctx, is_class=False) else None
+        if isinstance(func, cst.Attribute) and func.attr.value in _METRIC_METHODS:
+            func = func.value
+        instance = ctx.value(func).instance_of
+        if instance is not None and _is_fp32_only(instance, ctx, is_class=True):
+            return instance
+        return None
+
+    def _fix(self, node: cst.Call, region: AutocastRegion, ctx: ExecutionContext) -> Fix | None:
+        line = ctx.statement
+        if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+            return None
+        tensors = [
+            arg.value
+            for arg in node.args
+            if arg.keyword is None and not arg.star and _tensor_like(arg.value, ctx)
+        ]
+        device = device_code_for_island(
+            region.device, region.device_expr, tensors[0] if tensors else None
+        )
+        if device is None:
+            return None
+        torch, needs_import = torch_name(ctx.facts.names)
+        upcasts = {id(t): upcast(t) for t in tensors}
+        new_call = node.with_changes(
+            args=[
+                arg.with_changes(value=upcasts[id(arg.value)]) if id(arg.value) in upcasts else arg
+                for arg in node.args
+            ]
+        )
+        new_line = line.deep_replace(node, new_call)
+        assert isinstance(new_line, cst.SimpleStatementLine)
+        return Fix(
+            FixSafety.UNSAFE,
+            "Run it in an fp32 island",
+            edits=(Edit(line, fp32_island(new_line, device, torch)),),
+            imports=("torch",) if needs_import else (),
+        )
+
+
+def _is_fp32_only(qualified: str, ctx: ExecutionContext, *, is_class: bool) -> bool:
+    configured = ctx.facts.config.fp32_only_callables
+    if qualified in configured or any(qualified.startswith(c + ".") for c in configured):
+        return True
+    if qualified.startswith(FP32_ONLY_PACKAGES):
+        return True
+    if qualified.startswith("torchmetrics.") and qualified.rsplit(".", 1)[-1] in TORCHMETRICS_IMAGE:
+        return True
+    return qualified in (FP32_ONLY_CLASSES if is_class else FP32_ONLY_FUNCTIONS)
+
+
+def _tensor_like(node: cst.BaseExpression, ctx: ExecutionContext) -> bool:
+    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
+        return False
+    dtype = ctx.dtype(node)
+    return dtype.is_floating_tensor or dtype.kind is DTypeKind.UNKNOWN

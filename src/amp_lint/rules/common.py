@@ -1,0 +1,56 @@
+"""Small facts and phrases several rules share."""
+
+from __future__ import annotations
+
+import math
+
+import libcst as cst
+
+from amp_lint.analysis.dtypes import DType
+from amp_lint.analysis.frames import ExecutionContext
+from amp_lint.analysis.names import dotted_name
+
+FLOAT16_MAX = 65504.0
+# The smallest float16 subnormal is 2**-24 ≈ 5.96e-8; anything below half of it rounds to 0.
+FLOAT16_ROUNDS_TO_ZERO_BELOW = 2.0**-25
+# 1/eps above the float16 maximum: dividing by eps alone already overflows.
+FLOAT16_OVERFLOWING_EPS_BELOW = 1.0 / FLOAT16_MAX
+
+
+def half_phrase(dtype: DType) -> str:
+    """"float16", or a hedge when the autocast dtype is not known."""
+    if dtype.is_float16:
+        return "float16"
+    return "float16 (when the autocast dtype is float16)"
+
+
+def outside_float16_range(constant: float | None) -> bool:
+    return constant is not None and math.isfinite(constant) and abs(constant) > FLOAT16_MAX
+
+
+def code(node: cst.CSTNode) -> str:
+    text = cst.Module([]).code_for_node(node)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def repeatable(node: cst.BaseExpression) -> bool:
+    """An expression a fix may write twice without evaluating anything twice."""
+    return dotted_name(node) is not None
+
+
+def is_tensor_index(index: cst.BaseExpression, ctx: ExecutionContext) -> bool:
+    """A boolean mask or integer index tensor: indexing that goes through index_put_/index,
+    unlike slices and Python ints, which take views and copy with a cast."""
+    dtype = ctx.dtype(index)
+    if dtype.is_known_tensor and not dtype.is_floating_tensor:
+        return True
+    name = dotted_name(index)
+    return name is not None and "mask" in name.rsplit(".", 1)[-1].lower()
+
+
+def subscript_indices(node: cst.Subscript) -> list[cst.BaseExpression]:
+    return [
+        element.slice.value
+        for element in node.slice
+        if isinstance(element.slice, cst.Index)
+    ]
