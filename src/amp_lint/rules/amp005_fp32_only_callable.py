@@ -96,10 +96,8 @@ functions with `fp32-only-callables` in `[tool.amp-lint]`."""
         if callee is None:
             return
         message = (
-            f"`{callee}` is called under {region.describe()}: perceptual and metric models are "
-            "float32 code (LPIPS's eps becomes 0 and gives NaN, SSIM's E[x²]−E[x]² cancels to "
-            "wrong values); run it with `torch.autocast(..., enabled=False)` and `.float()` "
-            "inputs"
+            f"`{callee}` is called under {region.describe()}: {_what_goes_wrong(callee)}; run "
+            "it with `torch.autocast(..., enabled=False)` and `.float()` inputs"
         )
         yield Report(node, message, self._fix(node, region, ctx))
 
@@ -147,6 +145,15 @@ functions with `fp32-only-callables` in `[tool.amp-lint]`."""
             edits=(Edit(line, fp32_island(new_line, device, torch)),),
             imports=("torch",) if needs_import else (),
         )
+
+
+def _what_goes_wrong(callee: str) -> str:
+    name = callee.lower()
+    if "lpips" in name or "perceptual" in name:
+        return "LPIPS normalises features with eps=1e-10, which is 0 in float16, so a zero feature gives NaN"
+    if "ssim" in name or "structural" in name:
+        return "SSIM's E[x²]−E[x]² cancels in half precision and returns wrong values"
+    return "metrics and perceptual losses are float32 code and return wrong values in half precision"
 
 
 def _is_fp32_only(qualified: str, ctx: ExecutionContext, *, is_class: bool) -> bool:

@@ -1,0 +1,254 @@
+"""The analysis on its own: regions and dtypes, probed with `reveal(expr)` calls the way
+mypy's reveal_type works. These check facts; the rule fixtures check findings."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from amp_lint.analysis.frames import ExecutionContext
+from amp_lint.analysis.interpreter import run_interpreter
+from amp_lint.analysis.module import ModuleFacts
+from amp_lint.analysis.names import collect_names
+from amp_lint.config import Config
+from amp_lint.rules.base import Report, Rule
+
+
+class _Reveal(Rule):
+    """Records, for each `reveal(x)` call, x's dtype and the region it runs under."""
+
+    node_types = (cst.Call,)
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
+        assert isinstance(node, cst.Call)
+        if isinstance(node.func, cst.Name) and node.func.value == "reveal":
+            region = ctx.region
+            where = "none" if region is None else (
+                f"{region.device}/{region.dtype}/{'on' if region.is_active else 'off'}"
+            )
+            self.seen.append((ctx.dtype(node.args[0].value).describe(), where))
+        return iter(())
+
+
+def reveal(source: str, config: Config | None = None) -> list[tuple[str, str]]:
+    module = cst.parse_module(textwrap.dedent(source))
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    facts = ModuleFacts("t.py", module, collect_names(module), config or Config(), positions)
+    probe = _Reveal()
+    run_interpreter(facts, [probe])
+    return probe.seen
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ('import torch\nwith torch.autocast("cuda"):', ("float16", "cuda/float16/on")),
+        ('import torch\nwith torch.autocast("cpu"):', ("bfloat16", "cpu/bfloat16/on")),
+        (
+            'import torch\nwith torch.amp.autocast(device_type="cuda", dtype=torch.bfloat16):',
+            ("bfloat16", "cuda/bfloat16/on"),
+        ),
+        ("import torch\nwith torch.cuda.amp.autocast():", ("float16", "cuda/float16/on")),
+        ("import torch\nfrom torch.cpu.amp import autocast\nwith autocast(dtype=torch.float16):",
+         ("float16", "cpu/float16/on")),
+        ("from torch import autocast as ac\nwith ac('cuda', enabled=flag):",
+         ("float16", "cuda/float16/on")),
+        ("import torch\nwith torch.autocast(dev.type, dtype=torch.float16):",
+         ("float16", "None/float16/on")),
+        ("import torch\nwith torch.autocast(dev.type):",
+         ("float16 or bfloat16", "None/None/on")),
+        ("from accelerate import Accelerator\nacc = Accelerator(mixed_precision='bf16')\n"
+         "with acc.autocast():", ("bfloat16", "None/bfloat16/on")),
+    ],
+)
+def test_region_spellings(header: str, expected: tuple[str, str]) -> None:
+    source = header + "\n    reveal(x @ w)\n"
+    assert reveal(source) == [expected]
+
+
+def test_dtype_argument_of_deprecated_autocast_is_second_positional() -> None:
+    # torch.cuda.amp.autocast(enabled, dtype): the bfloat16 above is the dtype, but `True`
+    # comes first; amp.autocast(True, torch.bfloat16) therefore means bfloat16.
+    seen = reveal(
+        "import torch\nimport torch.cuda.amp as amp\n"
+        "with amp.autocast(True, torch.bfloat16):\n    reveal(x @ w)\n"
+    )
+    assert seen == [("bfloat16", "cuda/bfloat16/on")]
+
+
+def test_island_context_variable_decorator_and_after_region() -> None:
+    seen = reveal(
+        """
+        import torch
+        from contextlib import nullcontext
+        ctx = torch.autocast("cuda") if amp else nullcontext()
+
+        @torch.autocast("cpu", dtype=torch.float16)
+        def decorated(x, w):
+            reveal(x @ w)
+
+        def f(x, w):
+            with ctx:
+                h = x @ w
+                reveal(h)
+                with torch.autocast("cuda", enabled=False):
+                    reveal(h @ w)
+                    reveal(h.float() @ w.float())
+            reveal(h)
+            reveal(h.float() + h)
+        """
+    )
+    assert seen == [
+        ("float16", "cpu/float16/on"),
+        ("float16", "cuda/float16/on"),
+        ("unknown", "cuda/float16/off"),  # w's dtype is not known
+        ("float32", "cuda/float16/off"),
+        ("float16", "none"),
+        ("float32", "none"),
+    ]
+
+
+def test_per_device_op_tables() -> None:
+    seen = reveal(
+        """
+        import torch
+        import torch.nn.functional as F
+        def f(x, w):
+            with torch.autocast("cuda"):
+                h = x @ w
+                reveal(h.sum())
+                reveal(h ** 2)
+                reveal(F.softmax(h, -1))
+                reveal(h * h)
+                reveal(h.var())
+            with torch.autocast("cpu", dtype=torch.float16):
+                h = x @ w
+                reveal(h.sum())
+                reveal(h ** 2)
+                reveal(F.softmax(h, -1))
+        """
+    )
+    assert [dtype for dtype, _ in seen] == [
+        "float32", "float32", "float32", "float16", "float16",
+        "float16", "float16", "float16",
+    ]
+
+
+def test_conversions_factories_and_promotion() -> None:
+    seen = reveal(
+        """
+        import torch
+        def f(x, w, y):
+            buf = torch.zeros(3, 4)
+            reveal(buf)
+            reveal(torch.full((2,), -1e9))
+            reveal(torch.full((2,), 1))
+            with torch.autocast("cuda"):
+                h = x @ w
+                reveal(h + buf)
+                reveal(h.to(torch.float32))
+                reveal(buf.to(h.dtype))
+                reveal(h.to("cuda"))
+                reveal(h.to(y))
+                reveal(h * 2.0)
+                reveal(h.half() + h.bfloat16())
+                reveal(torch.zeros_like(h))
+                reveal(h.new_zeros(3, dtype=torch.float32))
+                q, k = h.chunk(2, -1)
+                reveal(k)
+                reveal(h > 0)
+                reveal(h.argmax(-1))
+                reveal(h.view(b, t, -1))
+        """
+    )
+    assert [dtype for dtype, _ in seen] == [
+        "float32", "float32", "integer",
+        "float32", "float32", "float16", "float16", "unknown", "float16", "float32",
+        "float16", "float32", "float16", "bool", "integer", "float16",
+    ]
+
+
+def test_calls_are_followed_with_argument_dtypes() -> None:
+    seen = reveal(
+        """
+        import torch
+        from torch import nn
+
+        def helper(t):
+            reveal(t)
+            return t.float()
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.scale = 4 ** -0.5
+
+            def forward(self, x):
+                h = self.fc(x) * self.scale
+                reveal(h)
+                return h
+
+        def train(x, w):
+            block = Block()
+            with torch.autocast("cuda"):
+                out = helper(x @ w)
+                reveal(out)
+                reveal(block(x))
+        """,
+        Config(forward_under_autocast=False),
+    )
+    assert ("float16", "cuda/float16/on") in seen  # helper's parameter, via the call
+    assert ("float32", "cuda/float16/on") in seen  # helper's return value
+    assert seen.count(("float16", "cuda/float16/on")) >= 3  # Block.forward and its result
+    # Root analyses of helper and Block.forward (no caller) know nothing.
+    assert ("unknown", "none") in seen
+
+
+def test_forward_assumed_only_when_file_uses_fp16() -> None:
+    model = textwrap.dedent(
+        """
+        import torch
+        from torch import nn
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                reveal(self.fc(x))
+        """
+    )
+    assert reveal(model) == [("unknown", "none")]
+    with_scaler = model + "scaler = torch.amp.GradScaler('cuda')\n"
+    assert ("float16", "cuda/float16/on") in reveal(with_scaler)
+    assert reveal(with_scaler, Config(forward_under_autocast=False)) == [("unknown", "none")]
+    bf16_only = model + "with torch.autocast('cuda', dtype=torch.bfloat16):\n    pass\n"
+    assert reveal(bf16_only) == [("unknown", "none")]
+
+
+def test_configured_autocast_function() -> None:
+    source = "def step(x, w):\n    reveal(x @ w)\n"
+    assert reveal(source) == [("unknown", "none")]
+    configured = reveal(source, Config(autocast_functions=("step",)))
+    assert ("float16", "None/float16/on") in configured
+
+
+def test_recursion_terminates() -> None:
+    seen = reveal(
+        """
+        import torch
+        def f(x):
+            reveal(x)
+            return f(x @ x)
+        with torch.autocast("cuda"):
+            f(a @ b)
+        """
+    )
+    assert ("float16", "cuda/float16/on") in seen
