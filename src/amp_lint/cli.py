@@ -1,2 +1,429 @@
-def main() -> int:
-    raise NotImplementedError
+"""The `amp-lint` command: `check` (the default), `rules` and `rule CODE`.
+
+Exit status: 0 clean, 1 findings remain (or `--diff` would change something), 2 usage,
+configuration, unreadable or unparsable file, or internal error. A file that fails is reported
+on one line and the other files are still processed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import functools
+import os
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from amp_lint import __version__
+from amp_lint.config import Config, ConfigError, check_code_prefixes, load_config
+from amp_lint.docs import fix_availability, render_rule
+from amp_lint.engine import SourceError, fix_source, lint_source
+from amp_lint.files import discover_python_files, has_amp_vocabulary, write_atomically
+from amp_lint.findings import Finding, FixSafety
+from amp_lint.formats import json as json_format
+from amp_lint.formats import text as text_format
+from amp_lint.formats.text import plural
+from amp_lint.rules import Rule, all_rules
+
+PROGRAM = "amp-lint"
+SUBCOMMANDS = ("check", "rules", "rule")
+STDIN = "-"
+# Below this many files a process pool costs more to start than it saves.
+PARALLEL_THRESHOLD = 8
+
+EXIT_CLEAN = 0
+EXIT_FINDINGS = 1
+EXIT_ERROR = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if not arguments or arguments[0] not in (*SUBCOMMANDS, "-h", "--help", "--version"):
+        # `amp-lint PATH` and `amp-lint --fix PATH` mean `amp-lint check ...`, as in ruff.
+        arguments.insert(0, "check")
+    try:
+        args = _parser().parse_args(arguments)
+    except SystemExit as exit_request:  # argparse exits 2 on usage errors, 0 for --help
+        return exit_request.code if isinstance(exit_request.code, int) else EXIT_ERROR
+    args.explicit_end_of_options = "--" in arguments
+    try:
+        status: int = args.run(args)
+    except BrokenPipeError:
+        # `amp-lint check | head`: the reader left; stop quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FINDINGS
+    return status
+
+
+# Command line
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROGRAM,
+        description="Find and fix PyTorch code that is unsafe under automatic mixed precision.",
+        epilog="Without a subcommand, `check` is assumed: `amp-lint --fix src/`.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROGRAM} {__version__}")
+    subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    check = subcommands.add_parser(
+        "check", help="lint (and fix) files", description="Lint files and directories."
+    )
+    check.set_defaults(run=_run_check)
+    check.add_argument(
+        "paths", nargs="*", metavar="PATH",
+        help="files or directories (default: .); - reads standard input",
+    )
+    check.add_argument("--fix", action="store_true", help="apply safe fixes")
+    check.add_argument(
+        "--unsafe-fixes", action="store_true",
+        help="also apply fixes that change numerics or semantics (with --fix or --diff)",
+    )
+    check.add_argument(
+        "--diff", action="store_true",
+        help="print the changes --fix would make, write nothing; exit 1 if there are any",
+    )
+    for flag, what in (
+        ("--select", "only these rule codes or prefixes (replaces the configured selection)"),
+        ("--extend-select", "add these codes or prefixes to the selection"),
+        ("--ignore", "skip these codes or prefixes"),
+    ):
+        check.add_argument(
+            flag, type=_code_list, action="extend", metavar="CODES", help=f"{what}, comma-separated"
+        )
+    check.add_argument("--format", choices=("text", "json"), default="text")
+    check.add_argument(
+        "--statistics", action="store_true", help="print counts per rule instead of each finding"
+    )
+    check.add_argument(
+        "--config", type=Path, metavar="FILE",
+        help="read [tool.amp-lint] from FILE instead of the nearest pyproject.toml",
+    )
+    check.add_argument(
+        "--stdin-filename", metavar="NAME",
+        help="the path to report (and match against config globs) for standard input",
+    )
+    check.add_argument("--exit-zero", action="store_true", help="exit 0 even if findings remain")
+
+    rules = subcommands.add_parser("rules", help="list the rules")
+    rules.set_defaults(run=_run_rules)
+    rule = subcommands.add_parser("rule", help="show a rule's documentation")
+    rule.add_argument("rule", metavar="CODE", help="a rule code (AMP001) or name")
+    rule.set_defaults(run=_run_rule)
+    return parser
+
+
+def _code_list(text: str) -> list[str]:
+    codes = [code.strip().upper() for code in text.split(",") if code.strip()]
+    try:
+        return list(check_code_prefixes(codes, "command line"))
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+# Linting one file (runs in worker processes)
+
+
+@dataclass(frozen=True)
+class Job:
+    display_path: str  # as the user wrote it or as discovered; used in output
+    engine_path: str  # absolute, so config globs match relative to the config's root
+    source: bytes
+    fix: bool  # compute fixes (for --fix and --diff)
+    unsafe: bool
+
+
+@dataclass
+class Outcome:
+    display_path: str
+    source: bytes
+    remaining: list[Finding] = field(default_factory=list)
+    fixed: list[Finding] = field(default_factory=list)
+    fixed_source: bytes | None = None  # set only when the fixes changed the bytes
+    error: str | None = None
+
+
+def process_job(job: Job, config: Config) -> Outcome:
+    """Lint or fix one file; never raises, so that one bad file cannot stop the others."""
+    outcome = Outcome(job.display_path, job.source)
+    try:
+        if job.fix:
+            result = fix_source(job.source, job.engine_path, config, unsafe=job.unsafe)
+            outcome.remaining, outcome.fixed = result.remaining, result.fixed
+            if result.source != job.source:
+                outcome.fixed_source = result.source
+        else:
+            outcome.remaining = lint_source(job.source, job.engine_path, config)
+    except SourceError as error:
+        outcome.error = _one_line(str(error)).replace(job.engine_path, job.display_path)
+    except Exception as error:  # a bug in a rule must not hide the other files' findings
+        outcome.error = (
+            f"{job.display_path}: internal error, please report it: "
+            f"{type(error).__name__}: {_one_line(str(error))}"
+        )
+    outcome.remaining = _shown_as(outcome.remaining, job.display_path)
+    outcome.fixed = _shown_as(outcome.fixed, job.display_path)
+    return outcome
+
+
+def _shown_as(findings: list[Finding], display_path: str) -> list[Finding]:
+    return [replace(finding, path=display_path) for finding in findings]
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+def run_jobs(jobs: list[Job], config: Config) -> list[Outcome]:
+    """Outcomes in the order of `jobs`, from a process pool when there are enough files."""
+    work = functools.partial(process_job, config=config)
+    workers = min(len(jobs), _usable_cpus())
+    if len(jobs) > PARALLEL_THRESHOLD and workers > 1:
+        try:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                chunk = max(1, len(jobs) // (workers * 4))
+                return list(pool.map(work, jobs, chunksize=chunk))
+        except (OSError, NotImplementedError, BrokenProcessPool):
+            pass  # no usable multiprocessing here (or a worker died): workers write nothing,
+            # so running everything again serially is safe
+    return [work(job) for job in jobs]
+
+
+def _usable_cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+# check
+
+
+class Reporter:
+    """Prints one-line errors to stderr and remembers that there were some."""
+
+    def __init__(self) -> None:
+        self.failed = False
+
+    def error(self, message: str) -> None:
+        self.failed = True
+        print(f"{PROGRAM}: error: {message}", file=sys.stderr)
+
+
+def _run_check(args: argparse.Namespace) -> int:
+    reporter = Reporter()
+    try:
+        config = load_config(
+            Path.cwd(),
+            config_file=args.config,
+            select=args.select,
+            extend_select=args.extend_select or (),
+            ignore=args.ignore or (),
+        )
+    except ConfigError as error:
+        reporter.error(str(error))
+        return EXIT_ERROR
+    paths: list[str] = args.paths
+    if not paths and not args.explicit_end_of_options:
+        # `--` with nothing after it is an explicit empty list (a hook given no files).
+        paths = [STDIN] if args.stdin_filename else ["."]
+    if STDIN in paths:
+        if len(paths) > 1:
+            reporter.error("- (standard input) cannot be combined with other paths")
+            return EXIT_ERROR
+        return _check_stdin(args, config, reporter)
+    outcomes = run_jobs(_jobs_for_paths(paths, args, config, reporter), config)
+    for outcome in outcomes:
+        if outcome.error:
+            reporter.error(outcome.error)
+    if args.diff:
+        return _report_diff(outcomes, args, reporter)
+    if args.fix:
+        _write_fixes(outcomes, reporter)
+    return _report_findings(outcomes, args, reporter)
+
+
+def _jobs_for_paths(
+    paths: list[str], args: argparse.Namespace, config: Config, reporter: Reporter
+) -> list[Job]:
+    discovery = discover_python_files([Path(path) for path in paths], config)
+    for message in discovery.errors:
+        reporter.error(message)
+    jobs = []
+    for path in discovery.files:
+        try:
+            source = path.read_bytes()
+        except OSError as error:
+            reporter.error(f"{path}: cannot read: {error.strerror or error}")
+            continue
+        if has_amp_vocabulary(source, config):  # the others have no findings by construction
+            jobs.append(_job(str(path), str(path.absolute()), source, args))
+    return jobs
+
+
+def _job(display_path: str, engine_path: str, source: bytes, args: argparse.Namespace) -> Job:
+    return Job(
+        display_path=display_path,
+        engine_path=engine_path,
+        source=source,
+        fix=bool(args.fix or args.diff),
+        unsafe=bool(args.unsafe_fixes),
+    )
+
+
+def _check_stdin(args: argparse.Namespace, config: Config, reporter: Reporter) -> int:
+    """Lint standard input; with --fix, print the fixed source (or the input unchanged)."""
+    source = sys.stdin.buffer.read()
+    name = args.stdin_filename
+    display_path = name or STDIN
+    engine_path = str(Path(name).absolute()) if name else STDIN
+    excluded = bool(name) and config.is_excluded(engine_path)
+    if excluded or not has_amp_vocabulary(source, config):
+        outcome = Outcome(display_path, source)
+    else:
+        outcome = run_jobs([_job(display_path, engine_path, source, args)], config)[0]
+    if outcome.error:
+        reporter.error(outcome.error)
+    if args.diff:
+        return _report_diff([outcome], args, reporter)
+    if not args.fix:
+        return _report_findings([outcome], args, reporter)
+    # Like ruff: the fixed code goes to stdout (the input when nothing changed, or on error,
+    # so an editor piping a buffer through never loses it) and the findings to stderr.
+    sys.stdout.flush()
+    sys.stdout.buffer.write(outcome.fixed_source or source)
+    sys.stdout.buffer.flush()
+    sys.stderr.write(text_format.format_findings(outcome.remaining))
+    _print_fix_summary([outcome], args)
+    return _exit_status(outcome.remaining, args, reporter)
+
+
+def _write_fixes(outcomes: list[Outcome], reporter: Reporter) -> None:
+    for outcome in outcomes:
+        if outcome.fixed_source is None:
+            continue
+        try:
+            write_atomically(Path(outcome.display_path), outcome.fixed_source)
+        except OSError as error:
+            reporter.error(f"{outcome.display_path}: cannot write: {error.strerror or error}")
+            outcome.fixed = []
+
+
+def _report_findings(outcomes: list[Outcome], args: argparse.Namespace, reporter: Reporter) -> int:
+    remaining = [finding for outcome in outcomes for finding in outcome.remaining]
+    formatter = json_format if args.format == "json" else text_format
+    if args.statistics:
+        sys.stdout.write(formatter.format_statistics(remaining))
+    else:
+        sys.stdout.write(formatter.format_findings(remaining))
+    if args.fix:
+        _print_fix_summary(outcomes, args)
+    elif remaining:
+        _print_found_summary(remaining, args)
+    return _exit_status(remaining, args, reporter)
+
+
+def _print_found_summary(remaining: list[Finding], args: argparse.Namespace) -> None:
+    safe, unsafe = _fixable_counts(remaining)
+    fixable, hidden = (safe + unsafe, 0) if args.unsafe_fixes else (safe, unsafe)
+    option = "--fix --unsafe-fixes" if args.unsafe_fixes else "--fix"
+    details = []
+    if fixable:
+        details.append(f"{fixable} fixable with {option}")
+    if hidden:
+        details.append(f"{hidden} more with --unsafe-fixes" if fixable else
+                       f"{hidden} fixable with --fix --unsafe-fixes")
+    suffix = f" ({', '.join(details)})" if details else ""
+    _summary(f"Found {plural(len(remaining), 'finding')}{suffix}.")
+
+
+def _print_fix_summary(outcomes: list[Outcome], args: argparse.Namespace) -> None:
+    fixed = sum(len(outcome.fixed) for outcome in outcomes)
+    remaining = [finding for outcome in outcomes for finding in outcome.remaining]
+    if not fixed and not remaining:
+        return
+    _, unsafe = _fixable_counts(remaining)
+    hint = f" ({unsafe} fixable with --unsafe-fixes)" if unsafe and not args.unsafe_fixes else ""
+    _summary(f"Fixed {plural(fixed, 'finding')}, {len(remaining)} remaining{hint}.")
+
+
+def _fixable_counts(findings: list[Finding]) -> tuple[int, int]:
+    safe = sum(1 for f in findings if f.fix and f.fix.safety is FixSafety.SAFE)
+    unsafe = sum(1 for f in findings if f.fix and f.fix.safety is FixSafety.UNSAFE)
+    return safe, unsafe
+
+
+def _summary(line: str) -> None:
+    sys.stdout.flush()  # keep findings and summary in order on a shared terminal
+    print(line, file=sys.stderr)
+
+
+def _exit_status(remaining: list[Finding], args: argparse.Namespace, reporter: Reporter) -> int:
+    if reporter.failed:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if remaining and not args.exit_zero else EXIT_CLEAN
+
+
+def _report_diff(outcomes: list[Outcome], args: argparse.Namespace, reporter: Reporter) -> int:
+    changed = [outcome for outcome in outcomes if outcome.fixed_source is not None]
+    sys.stdout.flush()
+    for outcome in sorted(changed, key=lambda o: o.display_path):
+        assert outcome.fixed_source is not None
+        sys.stdout.buffer.write(
+            unified_diff(outcome.display_path, outcome.source, outcome.fixed_source)
+        )
+    sys.stdout.buffer.flush()
+    would_fix = sum(len(outcome.fixed) for outcome in changed)
+    if would_fix:
+        _summary(f"Would fix {plural(would_fix, 'finding')}.")
+    if reporter.failed:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if changed and not args.exit_zero else EXIT_CLEAN
+
+
+def unified_diff(display_path: str, old: bytes, new: bytes) -> bytes:
+    """A `git apply`-able diff, on bytes so that any encoding and newline style survive."""
+    name = os.fsencode(display_path)
+    lines = difflib.diff_bytes(
+        difflib.unified_diff, _diff_lines(old), _diff_lines(new), b"a/" + name, b"b/" + name
+    )
+    return b"".join(line if line.endswith((b"\n", b"\r")) else line + b"\n" for line in lines)
+
+
+def _diff_lines(data: bytes) -> list[bytes]:
+    lines = data.splitlines(keepends=True)
+    if lines and not lines[-1].endswith((b"\n", b"\r")):
+        lines[-1] += b"\n\\ No newline at end of file\n"
+    return lines
+
+
+# rules, rule
+
+
+def _run_rules(args: argparse.Namespace) -> int:
+    rules = all_rules()
+    rows = [("CODE", "NAME", "FIX", "WHAT IT DOES")] + [
+        (rule.code, rule.name, fix_availability(rule).label, " ".join(rule.summary.split()))
+        for rule in rules
+    ]
+    widths = [max(len(row[column]) for row in rows) for column in range(3)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths)]
+        print("  ".join([*cells, row[3]]))
+    return EXIT_CLEAN
+
+
+def _run_rule(args: argparse.Namespace) -> int:
+    wanted = args.rule.strip()
+    matches = [rule for rule in all_rules() if wanted.upper() == rule.code or wanted == rule.name]
+    if not matches:
+        known = ", ".join(rule.code for rule in all_rules())
+        Reporter().error(f"unknown rule {wanted!r} (known: {known})")
+        return EXIT_ERROR
+    rule: type[Rule] = matches[0]
+    sys.stdout.write(render_rule(rule))
+    return EXIT_CLEAN

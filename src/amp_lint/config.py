@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
-from pathlib import PurePath
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePath
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.9 and 3.10 only
+    import tomli as tomllib
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,10 @@ class Config:
             if path and _path_matches(path, pattern, self.root)
         )
 
+    def is_excluded(self, path: str) -> bool:
+        """Whether an `exclude` glob matches the path (relative to `root`) or its name."""
+        return any(_path_matches(path, pattern, self.root) for pattern in self.exclude)
+
 
 def _matches_any(code: str, prefixes: tuple[str, ...]) -> bool:
     return any(prefix == "ALL" or code.startswith(prefix) for prefix in prefixes)
@@ -48,4 +60,173 @@ def _path_matches(path: str, pattern: str, root: str) -> bool:
         fnmatch.fnmatch(relative, pattern)
         or fnmatch.fnmatch(pure.name, pattern)
         or fnmatch.fnmatch(relative, pattern.rstrip("/") + "/*")
+    )
+
+
+class ConfigError(Exception):
+    """A configuration file that cannot be read or holds a bad key; the message names both."""
+
+
+PYPROJECT = "pyproject.toml"
+
+# `[tool.amp-lint]` key -> the type its value must have ("list" means a list of strings).
+_KEY_TYPES: dict[str, str] = {
+    "select": "list",
+    "extend-select": "list",
+    "ignore": "list",
+    "per-file-ignores": "table",
+    "exclude": "list",
+    "extend-exclude": "list",
+    "fp32-only-callables": "list",
+    "autocast-functions": "list",
+    "forward-under-autocast": "bool",
+}
+
+_CODE_PREFIX = re.compile(r"^(ALL|[A-Z]+[0-9]*)$")
+
+
+def load_config(
+    start: Path,
+    *,
+    config_file: Path | None = None,
+    select: Sequence[str] | None = None,
+    extend_select: Sequence[str] = (),
+    ignore: Sequence[str] = (),
+) -> Config:
+    """The configuration for a run started in directory `start`.
+
+    Reads `[tool.amp-lint]` from `config_file` when given, else from the nearest
+    `pyproject.toml` at or above `start` that has such a table (as ruff does, pyproject files
+    without the table are passed over). Command-line code lists are applied on top: `select`
+    replaces the configured selection and, like ruff's `--select`, drops configured ignores so
+    that what was asked for is shown; `extend_select` and `ignore` add to it.
+    """
+    if config_file is not None:
+        table = _read_table(config_file, required=True)
+        config = _config_from_table(table or {}, config_file)
+    else:
+        found = find_config_file(start)
+        if found is None:
+            config = Config(root=str(start.resolve()))
+        else:
+            config = _config_from_table(_read_table(found, required=False) or {}, found)
+    return _with_command_line_codes(config, select, extend_select, ignore)
+
+
+def find_config_file(start: Path) -> Path | None:
+    """The nearest pyproject.toml at or above `start` holding a `[tool.amp-lint]` table."""
+    directory = start.resolve()
+    for candidate_dir in (directory, *directory.parents):
+        candidate = candidate_dir / PYPROJECT
+        if candidate.is_file() and _read_table(candidate, required=False) is not None:
+            return candidate
+    return None
+
+
+def check_code_prefixes(codes: Sequence[str], where: str) -> tuple[str, ...]:
+    """Validate rule code prefixes such as "AMP", "AMP4" or "AMP401"; `where` names the source."""
+    for code in codes:
+        if not _CODE_PREFIX.match(code):
+            raise ConfigError(f"{where}: {code!r} is not a rule code or code prefix (e.g. AMP401)")
+    return tuple(codes)
+
+
+def _read_table(path: Path, *, required: bool) -> dict[str, object] | None:
+    try:
+        with path.open("rb") as file:
+            document = tomllib.load(file)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: invalid TOML: {error}") from None
+    tool = document.get("tool")
+    table = tool.get("amp-lint") if isinstance(tool, dict) else None
+    if table is None:
+        if required:
+            raise ConfigError(f"{path}: no [tool.amp-lint] table")
+        return None
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: tool.amp-lint must be a table")
+    return table
+
+
+def _config_from_table(table: dict[str, object], path: Path) -> Config:
+    for key, value in table.items():
+        if key not in _KEY_TYPES:
+            known = ", ".join(sorted(_KEY_TYPES))
+            raise ConfigError(f"{path}: unknown key tool.amp-lint.{key} (known keys: {known})")
+        _check_type(key, value, path)
+
+    def strings(key: str) -> tuple[str, ...]:
+        value = table.get(key, [])
+        assert isinstance(value, list)
+        return tuple(str(item) for item in value)
+
+    def codes(key: str) -> tuple[str, ...]:
+        return check_code_prefixes(strings(key), f"{path}: tool.amp-lint.{key}")
+
+    select = codes("select") if "select" in table else Config.select
+    per_file_ignores = table.get("per-file-ignores", {})
+    assert isinstance(per_file_ignores, dict)
+    forward_under_autocast = table.get("forward-under-autocast", Config.forward_under_autocast)
+    assert isinstance(forward_under_autocast, bool)
+    return Config(
+        select=select + codes("extend-select"),
+        ignore=codes("ignore"),
+        per_file_ignores=tuple(
+            (
+                pattern,
+                check_code_prefixes(
+                    file_codes, f"{path}: tool.amp-lint.per-file-ignores.{pattern!r}"
+                ),
+            )
+            for pattern, file_codes in per_file_ignores.items()
+        ),
+        exclude=strings("exclude") + strings("extend-exclude"),
+        fp32_only_callables=strings("fp32-only-callables"),
+        autocast_functions=strings("autocast-functions"),
+        forward_under_autocast=forward_under_autocast,
+        root=str(path.resolve().parent),
+    )
+
+
+def _check_type(key: str, value: object, path: Path) -> None:
+    expected = _KEY_TYPES[key]
+    where = f"{path}: tool.amp-lint.{key}"
+    if expected == "bool" and not isinstance(value, bool):
+        raise ConfigError(f"{where} must be true or false, not {_toml_type(value)}")
+    if expected == "list" and not _is_string_list(value):
+        raise ConfigError(f"{where} must be a list of strings, not {_toml_type(value)}")
+    if expected == "table":
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where} must be a table of glob = [codes], not {_toml_type(value)}")
+        for pattern, codes in value.items():
+            if not _is_string_list(codes):
+                raise ConfigError(
+                    f"{where}.{pattern!r} must be a list of strings, not {_toml_type(codes)}"
+                )
+
+
+def _is_string_list(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _toml_type(value: object) -> str:
+    names = {bool: "a boolean", str: "a string", int: "an integer", float: "a float",
+             list: "an array", dict: "a table"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _with_command_line_codes(
+    config: Config,
+    select: Sequence[str] | None,
+    extend_select: Sequence[str],
+    ignore: Sequence[str],
+) -> Config:
+    if select is not None:
+        config = replace(config, select=tuple(select), ignore=())
+    return replace(
+        config,
+        select=config.select + tuple(extend_select),
+        ignore=config.ignore + tuple(ignore),
     )

@@ -6,11 +6,11 @@ plugin call `lint_source` and `fix_source` and nothing below them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange
 
 from amp_lint.analysis.interpreter import run_interpreter
 from amp_lint.analysis.module import ModuleFacts
@@ -95,32 +95,29 @@ def _lint_module(
     rules = [rule_class() for rule_class in all_rules() if config.is_enabled(rule_class.code, path)]
     if not rules:
         return []
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
-    facts = ModuleFacts(
-        path=path, module=module, names=collect_names(module), config=config, positions=positions
-    )
+    facts = ModuleFacts(path=path, module=module, names=collect_names(module), config=config)
     reports: list[tuple[Rule, Report]] = []
     for rule in rules:
         reports.extend((rule, report) for report in rule.check_module(facts))
     reports.extend(run_interpreter(facts, [r for r in rules if r.node_types]))
-    noqa = NoqaMap(module.code) if honour_noqa else None
-    findings = _to_findings(reports, positions, path)
-    if noqa is not None:
+    if not reports:
+        return []
+    findings = _to_findings(reports, facts.positions, path)
+    if honour_noqa:
+        noqa = NoqaMap(module.code)
         findings = [f for f in findings if not noqa.suppresses(f.line, f.code)]
     return findings
 
 
 def _to_findings(
     reports: Iterable[tuple[Rule, Report]],
-    positions: object,
+    positions: Mapping[cst.CSTNode, CodeRange],
     path: str,
 ) -> list[Finding]:
-    assert isinstance(positions, dict) or hasattr(positions, "__getitem__")
     seen: set[tuple[str, int, int]] = set()
     findings: list[Finding] = []
     for rule, report in reports:
-        where: CodeRange = positions[report.node]  # type: ignore[index]
+        where = positions[report.node]
         key = (rule.code, where.start.line, where.start.column)
         if key in seen:
             continue

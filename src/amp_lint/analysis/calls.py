@@ -3,11 +3,13 @@ stores on `self`, so that a call under autocast can be followed into its body.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
 
 from amp_lint.analysis.names import ModuleNames, dotted_name
+from amp_lint.analysis.outline import child_nodes, walk_statements
 
 LOCAL_PREFIX = "<module>"
 _NN_MODULE_BASES = {"torch.nn.Module", "torch.nn.modules.module.Module"}
@@ -19,10 +21,12 @@ class CallSite:
     """One step of the chain from an autocast region to the code a finding is in."""
 
     path: str
-    line: int
+    call: cst.Call
+    # Resolves the call's line only when a finding needs it (positions are costly).
+    line_of: Callable[[cst.CSTNode], int] = field(compare=False, repr=False)
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}"
+        return f"{self.path}:{self.line_of(self.call)}"
 
 
 @dataclass
@@ -67,9 +71,10 @@ def build_index(module: cst.Module, names: ModuleNames) -> ModuleIndex:
             info = _class_info(statement, names)
             index.classes[info.name] = info
     _mark_subclasses(index)
-    collector = _FunctionCollector()
-    module.visit(collector)
-    index.all_functions = collector.functions
+    index.all_functions = [
+        statement for statement in walk_statements(module)
+        if isinstance(statement, cst.FunctionDef)
+    ]
     for info in index.classes.values():
         for method in info.methods.values():
             index.owner[id(method)] = info
@@ -88,10 +93,7 @@ def _class_info(node: cst.ClassDef, names: ModuleNames) -> ClassInfo:
                 info.methods[item.name.value] = item
     init = info.methods.get("__init__")
     if init is not None:
-        finder = _SelfAssignments()
-        init.body.visit(finder)
-        info.attribute_calls = finder.calls
-        info.scalar_attributes = finder.scalars
+        _record_self_assignments(info, init)
     return info
 
 
@@ -113,31 +115,36 @@ def _mark_subclasses(index: ModuleIndex) -> None:
                 changed = True
 
 
-class _SelfAssignments(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.calls: dict[str, cst.Call] = {}
-        self.scalars: set[str] = set()
+def _record_self_assignments(info: ClassInfo, init: cst.FunctionDef) -> None:
+    """`self.NAME = ...` statements of `__init__` (not of functions nested in it)."""
+    stack: list[cst.BaseStatement] = list(init.body.body) if isinstance(
+        init.body, cst.IndentedBlock
+    ) else []
+    while stack:
+        statement = stack.pop()
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign):
+                    _record_self_assignment(info, small)
+        elif isinstance(statement, cst.BaseCompoundStatement) and not isinstance(
+            statement, (cst.FunctionDef, cst.ClassDef)
+        ):
+            for child in child_nodes(statement):
+                if isinstance(child, cst.IndentedBlock):
+                    stack.extend(child.body)
+                elif isinstance(child, cst.Else) and isinstance(child.body, cst.IndentedBlock):
+                    stack.extend(child.body.body)
 
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            name = dotted_name(target.target)
-            if not name or not name.startswith("self.") or name.count(".") != 1:
-                continue
-            if isinstance(node.value, cst.Call):
-                self.calls[name] = node.value
-            elif _is_arithmetic(node.value):
-                self.scalars.add(name)
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-
-class _FunctionCollector(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.functions: list[cst.FunctionDef] = []
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.functions.append(node)
+def _record_self_assignment(info: ClassInfo, node: cst.Assign) -> None:
+    for target in node.targets:
+        name = dotted_name(target.target)
+        if not name or not name.startswith("self.") or name.count(".") != 1:
+            continue
+        if isinstance(node.value, cst.Call):
+            info.attribute_calls[name] = node.value
+        elif _is_arithmetic(node.value):
+            info.scalar_attributes.add(name)
 
 
 def _is_arithmetic(node: cst.BaseExpression) -> bool:

@@ -25,6 +25,7 @@ from amp_lint.analysis.dtypes import (
 )
 from amp_lint.analysis.frames import Frame
 from amp_lint.analysis.names import dotted_name
+from amp_lint.analysis.outline import child_nodes
 from amp_lint.analysis.regions import region_from_call
 from amp_lint.analysis.values import UNKNOWN_VALUE, Value, join_values
 
@@ -113,7 +114,7 @@ class Evaluator:
         """Evaluate sub-expressions so that calls inside them are followed."""
         if isinstance(node, (cst.Lambda, cst.BaseComp)):
             return  # their own scope: names in them are unknown here
-        for child in node.children:
+        for child in child_nodes(node):
             if isinstance(child, cst.BaseExpression):
                 self.evaluate(child, frame)
             elif not isinstance(child, (cst.BaseSuite, cst.BaseStatement)):

@@ -21,6 +21,7 @@ from amp_lint.analysis.frames import ExecutionContext, Frame
 __all__ = ["ExecutionContext", "Interpreter", "run_interpreter"]
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import dotted_name
+from amp_lint.analysis.outline import calls_in, child_nodes, walk_statements
 from amp_lint.analysis.regions import (
     AutocastRegion,
     accelerate_settings,
@@ -97,14 +98,13 @@ class Interpreter:
 
     def _file_autocast(self) -> AutocastRegion | None:
         """The fp16 autocast this file uses (regions or a GradScaler), if any."""
-        finder = _RegionFinder(self)
-        self.facts.module.visit(finder)
-        fp16 = [r for r in finder.regions if r.may_be_float16]
-        if not fp16 and not finder.scaler_devices:
+        regions, scaler_devices = _regions_and_scalers(self)
+        fp16 = [r for r in regions if r.may_be_float16]
+        if not fp16 and not scaler_devices:
             return None
-        devices = {r.device for r in fp16} | finder.scaler_devices
+        devices = {r.device for r in fp16} | scaler_devices
         device = devices.pop() if len(devices) == 1 else None
-        explicit = finder.scaler_devices or any(r.dtype == FLOAT16 for r in fp16)
+        explicit = scaler_devices or any(r.dtype == FLOAT16 for r in fp16)
         return AutocastRegion(device, FLOAT16 if explicit else None, True, "assumed")
 
     # --- statements ------------------------------------------------------------------------
@@ -131,7 +131,7 @@ class Interpreter:
         elif isinstance(statement, cst.Try):
             self._exec_try(statement, frame)
         elif isinstance(statement, cst.BaseCompoundStatement):
-            for child in statement.children:
+            for child in child_nodes(statement):
                 if isinstance(child, cst.BaseSuite):
                     self._exec_suite(child, frame)
 
@@ -144,7 +144,7 @@ class Interpreter:
                 self._exec_small(small, small, frame)
 
     def _exec_small(self, small: cst.BaseSmallStatement, line: cst.CSTNode, frame: Frame) -> None:
-        for child in small.children:
+        for child in child_nodes(small):
             if isinstance(child, cst.BaseExpression):
                 self.evaluator.evaluate(child, frame)
             elif isinstance(child, cst.AssignTarget):
@@ -279,7 +279,7 @@ class Interpreter:
         frame = Frame(
             env=Env(),
             regions=regions,
-            chain=caller.chain + (CallSite(self.facts.path, self.facts.line_of(call)),),
+            chain=caller.chain + (CallSite(self.facts.path, call, self.facts.line_of),),
             function=function,
             self_class=owner,
             assumption=caller.assumption,
@@ -421,24 +421,40 @@ def _walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield node
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.BaseSuite)):
             continue
-        stack.extend(reversed(node.children))
+        stack.extend(reversed(child_nodes(node)))
 
 
-class _RegionFinder(cst.CSTVisitor):
-    def __init__(self, interpreter: Interpreter) -> None:
-        self.names = interpreter.facts.names
-        self.accelerate = interpreter.accelerate
-        self.regions: list[AutocastRegion] = []
-        self.scaler_devices: set[str | None] = set()
-
-    def visit_Call(self, node: cst.Call) -> None:
-        region = region_from_call(node, self.names, self.accelerate)
+def _regions_and_scalers(
+    interpreter: Interpreter,
+) -> tuple[list[AutocastRegion], set[str | None]]:
+    """Autocast regions opened anywhere in the module (as `with` items, decorators, or
+    context objects assigned to names) and the devices of GradScalers it creates."""
+    names, accelerate = interpreter.facts.names, interpreter.accelerate
+    regions: list[AutocastRegion] = []
+    scaler_devices: set[str | None] = set()
+    for call in _context_and_assignment_calls(interpreter.facts.module):
+        region = region_from_call(call, names, accelerate)
         if region is not None:
-            self.regions.append(region)
-            return
-        is_scaler, device = grad_scaler_device(node, self.names)
+            regions.append(region)
+            continue
+        is_scaler, device = grad_scaler_device(call, names)
         if is_scaler:
-            self.scaler_devices.add(device)
+            scaler_devices.add(device)
+    return regions, scaler_devices
+
+
+def _context_and_assignment_calls(module: cst.Module) -> Iterator[cst.Call]:
+    for statement in walk_statements(module):
+        if isinstance(statement, cst.With):
+            for item in statement.items:
+                yield from calls_in(item.item)
+        elif isinstance(statement, cst.FunctionDef):
+            for decorator in statement.decorators:
+                yield from calls_in(decorator.decorator)
+        elif isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
+                    yield from calls_in(small.value)
 
 
 def run_interpreter(facts: ModuleFacts, rules: list[Rule]) -> list[tuple[Rule, Report]]:

@@ -1,4 +1,4 @@
-"""Per-module facts shared by every rule: the tree, its imports, its path."""
+"""Per-module facts shared by every rule: the tree, its imports, its path, positions."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import CodeRange
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from amp_lint.analysis.names import ModuleNames
 from amp_lint.config import Config
@@ -18,7 +18,16 @@ class ModuleFacts:
     module: cst.Module
     names: ModuleNames
     config: Config
-    positions: Mapping[cst.CSTNode, CodeRange] = field(default_factory=dict)
+    _positions: Mapping[cst.CSTNode, CodeRange] | None = field(default=None, repr=False)
+
+    @property
+    def positions(self) -> Mapping[cst.CSTNode, CodeRange]:
+        """Source ranges of every node, computed on first use: it costs as much as a parse,
+        and most files have nothing to report."""
+        if self._positions is None:
+            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
+            self._positions = wrapper.resolve(PositionProvider)
+        return self._positions
 
     def line_of(self, node: cst.CSTNode) -> int:
         return self.positions[node].start.line

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from amp_lint.analysis.outline import small_statements
+
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
     """`a.b.c` as "a.b.c"; None for anything that is not a plain name chain."""
@@ -60,38 +62,37 @@ def module_of_import_from(node: cst.ImportFrom) -> str | None:
 
 
 def collect_names(module: cst.Module) -> ModuleNames:
-    collector = _ImportCollector()
-    module.visit(collector)
-    return collector.names
+    names = ModuleNames()
+    for small in small_statements(module):
+        if isinstance(small, cst.Import):
+            _add_import(names, small)
+        elif isinstance(small, cst.ImportFrom):
+            _add_import_from(names, small)
+    return names
 
 
-class _ImportCollector(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.names = ModuleNames()
+def _add_import(names: ModuleNames, node: cst.Import) -> None:
+    for alias in node.names:
+        full = dotted_name(alias.name)
+        if full is None:
+            continue
+        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            names.bindings[alias.asname.name.value] = full
+        else:
+            head = full.split(".", 1)[0]
+            names.bindings.setdefault(head, head)
 
-    def visit_Import(self, node: cst.Import) -> bool:
-        for alias in node.names:
-            full = dotted_name(alias.name)
-            if full is None:
-                continue
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self.names.bindings[alias.asname.name.value] = full
-            else:
-                head = full.split(".", 1)[0]
-                self.names.bindings.setdefault(head, head)
-        return False
 
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        module = module_of_import_from(node)
-        if module is None or isinstance(node.names, cst.ImportStar):
-            return False
-        for alias in node.names:
-            if not isinstance(alias.name, cst.Name):
-                continue
-            name = alias.name.value
-            local = name
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                local = alias.asname.name.value
-            self.names.bindings[local] = f"{module}.{name}"
-            self.names.from_imports.setdefault((module, name), []).append(node)
-        return False
+def _add_import_from(names: ModuleNames, node: cst.ImportFrom) -> None:
+    module = module_of_import_from(node)
+    if module is None or isinstance(node.names, cst.ImportStar):
+        return
+    for alias in node.names:
+        if not isinstance(alias.name, cst.Name):
+            continue
+        name = alias.name.value
+        local = name
+        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            local = alias.asname.name.value
+        names.bindings[local] = f"{module}.{name}"
+        names.from_imports.setdefault((module, name), []).append(node)

@@ -15,6 +15,7 @@ import libcst as cst
 
 from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16, DType, dtype_from_torch_name, half
 from amp_lint.analysis.names import ModuleNames, dotted_name
+from amp_lint.analysis.outline import small_statements
 
 # Qualified names of the autocast context managers, with their device and argument order.
 _TORCH_AUTOCAST = ("torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast")
@@ -124,37 +125,26 @@ class AccelerateSettings:
 
 
 def accelerate_settings(module: cst.Module, names: ModuleNames) -> AccelerateSettings:
-    finder = _AcceleratorFinder(names)
-    module.visit(finder)
-    precisions = finder.precisions
-    if len(precisions) != 1 or None in precisions:
-        return AccelerateSettings(frozenset(finder.instance_names), None, None)
-    (precision,) = precisions
-    if precision == "no":
-        return AccelerateSettings(frozenset(finder.instance_names), None, False)
-    return AccelerateSettings(
-        frozenset(finder.instance_names), _ACCELERATE_PRECISION.get(precision or ""), None
-    )
-
-
-class _AcceleratorFinder(cst.CSTVisitor):
-    def __init__(self, names: ModuleNames) -> None:
-        self.names = names
-        self.instance_names: set[str] = set()
-        self.precisions: set[str | None] = set()
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        value = node.value
-        if not isinstance(value, cst.Call):
-            return
-        if self.names.qualified_name(value.func) not in ACCELERATOR_CLASSES:
-            return
-        for target in node.targets:
+    instance_names: set[str] = set()
+    precisions: set[str | None] = set()
+    for small in small_statements(module):
+        if not isinstance(small, cst.Assign) or not isinstance(small.value, cst.Call):
+            continue
+        if names.qualified_name(small.value.func) not in ACCELERATOR_CLASSES:
+            continue
+        for target in small.targets:
             name = dotted_name(target.target)
             if name:
-                self.instance_names.add(name)
+                instance_names.add(name)
         # Without the argument, `accelerate launch` configuration decides: unknown here.
-        self.precisions.add(_string_literal(_argument(value, 2, "mixed_precision")))
+        precisions.add(_string_literal(_argument(small.value, 2, "mixed_precision")))
+    frozen = frozenset(instance_names)
+    if len(precisions) != 1 or None in precisions:
+        return AccelerateSettings(frozen, None, None)
+    (precision,) = precisions
+    if precision == "no":
+        return AccelerateSettings(frozen, None, False)
+    return AccelerateSettings(frozen, _ACCELERATE_PRECISION.get(precision or ""), None)
 
 
 def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:

@@ -1,0 +1,94 @@
+"""Cheap walks over statements only. libcst's visitor machinery rebuilds every node it
+passes; walking `.body` lists instead is an order of magnitude faster, and imports, function
+definitions, context managers and assignments are all statements."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import libcst as cst
+
+
+def walk_statements(module: cst.Module) -> Iterator[cst.BaseStatement]:
+    """Every statement of the module in source order, nested ones included."""
+    stack: list[cst.BaseStatement] = list(reversed(module.body))
+    while stack:
+        statement = stack.pop()
+        yield statement
+        if isinstance(statement, cst.BaseCompoundStatement):
+            stack.extend(reversed(list(_nested_statements(statement))))
+
+
+def small_statements(module: cst.Module) -> Iterator[cst.BaseSmallStatement]:
+    for statement in walk_statements(module):
+        if isinstance(statement, cst.SimpleStatementLine):
+            yield from statement.body
+        elif isinstance(statement, cst.BaseCompoundStatement) and isinstance(
+            statement.body, cst.SimpleStatementSuite
+        ):
+            yield from statement.body.body
+
+
+def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
+    """Calls inside an expression (not inside lambdas' or comprehensions' own scopes)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            yield current
+        stack.extend(child_nodes(current))
+
+
+def _nested_statements(statement: cst.BaseCompoundStatement) -> Iterator[cst.BaseStatement]:
+    for child in child_nodes(statement):
+        if isinstance(child, cst.IndentedBlock):
+            yield from child.body
+        elif isinstance(
+            child, (cst.Else, cst.Finally, cst.ExceptHandler, cst.ExceptStarHandler, cst.MatchCase)
+        ):
+            if isinstance(child.body, cst.IndentedBlock):
+                yield from child.body.body
+        elif isinstance(child, cst.If):  # an `elif`: a statement of its own
+            yield child
+
+
+# Fields that hold only whitespace, punctuation or operator tokens: never expressions.
+_TOKEN_FIELDS = frozenset(
+    """lpar rpar comma semicolon leading_lines lines_after_decorators header footer newline
+    trailing_whitespace operator dot equal colon star whitespace_before whitespace_after
+    whitespace_after_star whitespace_after_arg whitespace_before_colon whitespace_after_colon
+    whitespace_before_args whitespace_after_def whitespace_after_name whitespace_before_params
+    whitespace_after_class whitespace_before_indicator whitespace_after_indicator
+    whitespace_after_with whitespace_before_as whitespace_after_as whitespace_after_if
+    whitespace_before_if whitespace_before_else whitespace_after_else whitespace_after_await
+    whitespace_after_for whitespace_before_in whitespace_after_in whitespace_after_import
+    whitespace_after_from whitespace_before_import whitespace_after_return
+    whitespace_after_lambda whitespace_after_walrus whitespace_before_walrus
+    whitespace_after_del whitespace_after_assert whitespace_after_raise whitespace_after_yield
+    whitespace_after_global whitespace_after_nonlocal whitespace_before_from
+    whitespace_after_except whitespace_before_equal whitespace_after_equal
+    whitespace_after_while whitespace_after_try whitespace_after_finally whitespace_after_match
+    whitespace_after_case asynchronous lbracket rbracket lbrace rbrace""".split()
+)
+_NODE_FIELDS: dict[type[cst.CSTNode], tuple[str, ...]] = {}
+
+
+def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The node's children without whitespace and token nodes, in field order.
+
+    libcst's `.children` rebuilds the node through its visitor machinery on every call;
+    reading the dataclass fields directly is many times faster.
+    """
+    names = _NODE_FIELDS.get(type(node))
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(node) if f.name not in _TOKEN_FIELDS)
+        _NODE_FIELDS[type(node)] = names
+    children: list[cst.CSTNode] = []
+    for name in names:
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            children.append(value)
+        elif isinstance(value, (list, tuple)):
+            children.extend(v for v in value if isinstance(v, cst.CSTNode))
+    return children

@@ -1,0 +1,174 @@
+"""Rule documentation rendered from the rule classes, in the layout of ruff's rule pages.
+
+`amp-lint rule CODE` prints one page; `python -m amp_lint.docs` writes every page to
+docs/rules/ together with an index (`--check` only reports what is out of date). The committed
+pages are generated, never edited by hand: a test regenerates them and expects no difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from amp_lint.rules import Rule, all_rules
+
+DEFAULT_OUTPUT = Path(__file__).resolve().parents[2] / "docs" / "rules"
+INDEX_NAME = "README.md"
+_PAGE_NAME = re.compile(r"^AMP\d{3}-.+\.md$")
+
+# Rules state their fixes' safety in `fix_safety` prose with bold **safe** / **unsafe**, and
+# say "no fix" for the cases that have none; the fix availability is read from that text.
+_SAFETY_MARKER = re.compile(r"\*\*(safe|unsafe)\*\*", re.IGNORECASE)
+_NO_FIX = re.compile(r"\bno fix\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class FixAvailability:
+    safeties: tuple[str, ...]  # subset of ("safe", "unsafe"), in that order
+    sometimes: bool  # some flagged cases have no fix
+
+    @property
+    def label(self) -> str:
+        """Short form for the `amp-lint rules` table: safe, unsafe, safe/unsafe or none."""
+        return "/".join(self.safeties) or "none"
+
+    @property
+    def sentence(self) -> str:
+        if not self.safeties:
+            return "Fix is not available."
+        how_often = "sometimes" if self.sometimes else "always"
+        if self.safeties == ("safe",):
+            kind = "safe"
+        elif self.safeties == ("unsafe",):
+            kind = "unsafe: applied with `--fix --unsafe-fixes`"
+        else:
+            kind = "safe or unsafe depending on the case; unsafe ones need `--unsafe-fixes`"
+        return f"Fix is {how_often} available ({kind})."
+
+
+def fix_availability(rule: type[Rule]) -> FixAvailability:
+    found = {marker.lower() for marker in _SAFETY_MARKER.findall(rule.fix_safety)}
+    safeties = tuple(kind for kind in ("safe", "unsafe") if kind in found)
+    return FixAvailability(safeties, sometimes=bool(_NO_FIX.search(rule.fix_safety)))
+
+
+def page_name(rule: type[Rule]) -> str:
+    return f"{rule.code}-{rule.name}.md"
+
+
+def render_rule(rule: type[Rule]) -> str:
+    """One rule's page as markdown."""
+    sections = [
+        f"# {rule.name} ({rule.code})",
+        fix_availability(rule).sentence,
+        "## What it does",
+        _prose(rule.summary),
+        "## Why is this bad?",
+        _prose(rule.why),
+        "## Example",
+        _python(rule.example),
+        "## Use instead:",
+        _python(rule.fixed_example),
+        "## Fix safety",
+        _prose(rule.fix_safety),
+    ]
+    if rule.known_limitations.strip():
+        sections += ["## Known limitations", _prose(rule.known_limitations)]
+    sections += [
+        "---",
+        "Runtime evidence for amp-lint's rules (PyTorch runs showing the failure and the fixed "
+        "code) is collected in [`docs/evidence/`](../evidence/).",
+    ]
+    return "\n\n".join(sections) + "\n"
+
+
+def render_index(rules: Sequence[type[Rule]]) -> str:
+    rows = [
+        f"| [{rule.code}]({page_name(rule)}) | {rule.name} | {fix_availability(rule).label} "
+        f"| {_table_cell(rule.summary)} |"
+        for rule in rules
+    ]
+    header = [
+        "# amp-lint rules",
+        "",
+        "Generated from the rule classes by `python -m amp_lint.docs`; do not edit by hand.",
+        "",
+        "| Code | Name | Fix | What it does |",
+        "| --- | --- | --- | --- |",
+    ]
+    return "\n".join(header + rows) + "\n"
+
+
+def render_all(rules: Sequence[type[Rule]]) -> dict[str, str]:
+    """File name -> contents for every page and the index."""
+    pages = {page_name(rule): render_rule(rule) for rule in rules}
+    pages[INDEX_NAME] = render_index(rules)
+    return pages
+
+
+def stale_files(output: Path, pages: dict[str, str]) -> list[str]:
+    """Names of pages that differ from `pages`, are missing, or belong to no rule any more."""
+    stale = [
+        name for name, text in pages.items()
+        if not (output / name).is_file() or (output / name).read_bytes() != text.encode()
+    ]
+    stale += [name for name in _existing_pages(output) if name not in pages]
+    return sorted(stale)
+
+
+def write_pages(output: Path, pages: dict[str, str]) -> list[str]:
+    """Write what changed and delete pages of removed rules; returns the names touched."""
+    touched = stale_files(output, pages)
+    output.mkdir(parents=True, exist_ok=True)
+    for name in touched:
+        if name in pages:
+            (output / name).write_bytes(pages[name].encode())
+        else:
+            (output / name).unlink()
+    return touched
+
+
+def _existing_pages(output: Path) -> list[str]:
+    if not output.is_dir():
+        return []
+    return [path.name for path in output.iterdir() if _PAGE_NAME.match(path.name)]
+
+
+def _prose(text: str) -> str:
+    return text.strip()
+
+
+def _python(code: str) -> str:
+    return f"```python\n{code.strip()}\n```"
+
+
+def _table_cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m amp_lint.docs", description="Generate docs/rules/ from the rules."
+    )
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="default: %(default)s")
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 if a page is out of date"
+    )
+    args = parser.parse_args(argv)
+    pages = render_all(all_rules())
+    if args.check:
+        stale = stale_files(args.output, pages)
+        for name in stale:
+            print(f"{args.output / name}: out of date (run python -m amp_lint.docs)")
+        return 1 if stale else 0
+    for name in write_pages(args.output, pages):
+        print(f"updated {args.output / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

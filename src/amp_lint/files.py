@@ -1,0 +1,150 @@
+"""Finding the files to lint, skipping the ones that cannot have findings, writing fixes back."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from amp_lint.config import Config
+
+PYTHON_SUFFIXES = (".py", ".pyi")
+
+# Directories never walked into when a directory is given (an explicitly named file inside one
+# is still linted). Virtual environments with other names are recognised by their pyvenv.cfg.
+SKIPPED_DIRECTORY_NAMES = frozenset(
+    {
+        ".git", ".hg", ".svn", ".venv", "venv", "__pycache__", "build", "dist", ".tox", ".nox",
+        ".mypy_cache", ".pytest_cache", ".ruff_cache", "node_modules", "site-packages",
+    }
+)
+SKIPPED_DIRECTORY_SUFFIXES = (".egg-info",)
+
+# Every rule needs one of these in the source: an autocast region, a GradScaler (which makes
+# forward methods run under autocast), a custom_fwd/custom_bwd decorator, a half-precision
+# dtype or conversion ("half" covers `.half()` and `torch.half`; "float16" covers bfloat16),
+# or a deprecated AMP namespace.
+AMP_VOCABULARY = (
+    b"autocast",
+    b"GradScaler",
+    b"custom_fwd",
+    b"custom_bwd",
+    b"half",
+    b"float16",
+    b"cuda.amp",
+    b"cpu.amp",
+    b"torch.amp",
+)
+
+
+@dataclass
+class Discovery:
+    """The files to lint, in order, and one message per path argument that does not exist."""
+
+    files: list[Path] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def discover_python_files(paths: Iterable[Path], config: Config) -> Discovery:
+    """Python files named by `paths`: files as given, directories walked recursively.
+
+    Config `exclude` globs apply to both, so that pre-commit, which names every file, honours
+    them; the built-in skipped directories only apply while walking. Files are listed once,
+    directories' contents in sorted order.
+    """
+    discovery = Discovery()
+    seen: set[Path] = set()
+    for path in paths:
+        if path.is_dir():
+            candidates: Iterable[Path] = _walk(path, config)
+        elif path.exists():
+            candidates = [] if _is_excluded(path, config) else [path]
+        else:
+            discovery.errors.append(f"{path}: no such file or directory")
+            continue
+        for candidate in candidates:
+            identity = candidate.resolve()
+            if identity not in seen:
+                seen.add(identity)
+                discovery.files.append(candidate)
+    return discovery
+
+
+def _walk(directory: Path, config: Config) -> Iterator[Path]:
+    for parent, dir_names, file_names in os.walk(directory):
+        parent_path = Path(parent)
+        # Pruning in place stops os.walk from descending; sorting makes the order stable.
+        dir_names[:] = sorted(
+            name for name in dir_names if not _is_skipped_directory(parent_path / name, config)
+        )
+        for name in sorted(file_names):
+            file_path = parent_path / name
+            if file_path.suffix in PYTHON_SUFFIXES and not _is_excluded(file_path, config):
+                yield file_path
+
+
+def _is_skipped_directory(directory: Path, config: Config) -> bool:
+    name = directory.name
+    return (
+        name in SKIPPED_DIRECTORY_NAMES
+        or name.endswith(SKIPPED_DIRECTORY_SUFFIXES)
+        or (directory / "pyvenv.cfg").is_file()
+        or _is_excluded(directory, config)
+    )
+
+
+def _is_excluded(path: Path, config: Config) -> bool:
+    # Absolute, so that globs are matched relative to the config's root, not to the cwd.
+    return bool(config.exclude) and config.is_excluded(str(path.absolute()))
+
+
+def has_amp_vocabulary(source: bytes, config: Config) -> bool:
+    """Whether the source mentions anything a rule needs; files without it have no findings.
+
+    A byte search, so it costs far less than parsing. Configured callables and autocast
+    functions count by their last dotted component, which is how they appear at call sites.
+    """
+    configured = (
+        name.rsplit(".", 1)[-1].encode()
+        for name in (*config.autocast_functions, *config.fp32_only_callables)
+    )
+    return any(word and word in source for word in (*AMP_VOCABULARY, *configured))
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace the file's contents so that readers see the old or the new bytes, never half.
+
+    The temporary file lives in the same directory (os.replace cannot cross file systems) and
+    gets the original permission bits. A symlink is followed, so the link itself survives.
+    """
+    target = path.resolve()
+    mode = stat.S_IMODE(target.stat().st_mode)
+    descriptor, temporary_name = tempfile.mkstemp(
+        dir=target.parent, prefix=f".{target.name}.", suffix=".amp-lint.tmp"
+    )
+    try:
+        with os.fdopen(descriptor, "wb") as temporary:
+            temporary.write(data)
+            temporary.flush()
+            os.fsync(temporary.fileno())
+        os.chmod(temporary_name, mode)
+        os.replace(temporary_name, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary_name)
+        raise
+    _fsync_directory(target.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename durable; not possible (nor needed) on every platform."""
+    with contextlib.suppress(OSError, AttributeError):
+        descriptor = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
