@@ -252,3 +252,17 @@ def test_recursion_terminates() -> None:
         """
     )
     assert ("float16", "cuda/float16/on") in seen
+
+
+def test_function_returning_an_autocast_context() -> None:
+    seen = reveal(
+        """
+        import torch
+        def amp_context(enabled=True):
+            return torch.autocast("cuda", dtype=torch.float16, enabled=enabled)
+        def f(x, w):
+            with amp_context():
+                reveal(x @ w)
+        """
+    )
+    assert ("float16", "cuda/float16/on") in seen

@@ -199,7 +199,7 @@ class Interpreter:
     def _exec_with(self, statement: cst.With, frame: Frame) -> None:
         entered: list[AutocastRegion] = []
         for item in statement.items:
-            value = self.evaluator.evaluate(item.item, frame)
+            value = self._context_value(item.item, frame)
             self._dispatch(item.item, statement, frame)
             if value.region is not None:
                 entered.append(value.region)
@@ -209,6 +209,16 @@ class Interpreter:
         frame.regions = saved + tuple(entered)
         self._exec_suite(statement.body, frame)
         frame.regions = saved
+
+    def _context_value(self, node: cst.BaseExpression, frame: Frame) -> Value:
+        """The value of a `with` item. A call to a module function is followed even outside
+        any region, since it may return an autocast context (`with amp_context():`)."""
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
+            function = self.index.functions.get(node.func.value)
+            if function is not None and frame.env.get(node.func.value) is None:
+                value = self.call_function(function, node, frame, force=True)
+                frame.cache[id(node)] = value
+        return self.evaluator.evaluate(node, frame)
 
     def _exec_try(self, statement: cst.Try, frame: Frame) -> None:
         self._exec_suite(statement.body, frame)
@@ -257,9 +267,11 @@ class Interpreter:
         call: cst.Call,
         caller: Frame,
         bound_self: Value | None = None,
+        *,
+        force: bool = False,
     ) -> Value:
         arguments = [self.evaluator.evaluate(arg.value, caller) for arg in call.args]
-        worth_following = caller.active_region is not None or any(
+        worth_following = force or caller.active_region is not None or any(
             a.dtype.is_half for a in arguments
         )
         if not worth_following or caller.depth >= MAX_CALL_DEPTH:

@@ -36,8 +36,10 @@ class HalfDivision(Rule):
 * an eps below 1/65504 ≈ 1.5e-5 survives, but dividing by it alone exceeds the float16
   maximum: with `d == 0`, `x / (d + 1e-6)` is `inf` for any |x| > 0.066.
 
-Division is not on any autocast list, so it runs in the operands' dtype: float16 whenever
-the denominator comes from a float16 op (a matmul/conv output, or a `mean`/`std`/`abs` of
+The first case bites even when the division itself runs in float32 (`1 / (d + 1e-8)` is a
+reciprocal, which CUDA autocast upcasts): the guard `d + 1e-8` was already computed in
+float16 and lost its eps. Division is not on any autocast list, so it runs in the operands'
+dtype: float16 whenever the denominator comes from a float16 op (a matmul/conv output, or a `mean`/`std`/`abs` of
 one). Normalisations (`(x - mu) / (sigma + eps)`), cosine similarities and attention
 renormalisations written this way produce inf/NaN on the first constant feature. bfloat16
 has float32's exponent range and is not affected."""
