@@ -33,8 +33,10 @@ class Fix:
     edits: tuple[Edit, ...] = field(default=(), compare=False, repr=False)
     # Modules the fixed code needs bound at module level, e.g. "torch".
     imports: tuple[str, ...] = ()
-    # (module, name) pairs of `from module import name` that become unused after the fix.
-    unused_imports: tuple[tuple[str, str], ...] = ()
+    # Imports the fix may leave unused, removed if nothing else uses them:
+    # (module, name, alias) for `from module import name as alias`, (module, None, alias) for
+    # `import module as alias`; alias is None when there is none.
+    unused_imports: tuple[tuple[str, str | None, str | None], ...] = ()
 
     def without_edits(self) -> Fix:
         """A copy that can cross a process boundary (edits hold live CST nodes)."""

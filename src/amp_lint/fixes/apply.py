@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
@@ -80,10 +82,59 @@ def _fix_imports(module: cst.Module, applied: list[Finding]) -> cst.Module:
         for name in finding.fix.imports:
             AddImportsVisitor.add_needed_import(context, name)
             needs_work = True
-        for from_module, name in finding.fix.unused_imports:
-            RemoveImportsVisitor.remove_unused_import(context, from_module, name)
+        for from_module, name, alias in finding.fix.unused_imports:
+            RemoveImportsVisitor.remove_unused_import(context, from_module, name, alias)
             needs_work = True
     if not needs_work:
         return module
     module = AddImportsVisitor(context).transform_module(module)
-    return RemoveImportsVisitor(context).transform_module(module)
+    return _RemoveImportsKeepingComments(context).transform_module(module)
+
+
+class _RemoveImportsKeepingComments(RemoveImportsVisitor):
+    """libcst's import remover drops a removed import line together with the comments and
+    blank lines above it; this one hands them to the next statement instead."""
+
+    def __init__(self, context: CodemodContext) -> None:
+        super().__init__(context)
+        self._emptied: set[int] = set()
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
+        if not updated_node.body:
+            self._emptied.add(id(original_node))
+        return updated_node
+
+    def leave_Module(  # type: ignore[override]
+        self, original_node: cst.Module, updated_node: cst.Module
+    ) -> cst.Module:
+        module = super().leave_Module(original_node, updated_node)
+        return module.with_changes(body=self._carry_lines(original_node.body, module.body))
+
+    def leave_IndentedBlock(
+        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
+        return updated_node.with_changes(
+            body=self._carry_lines(original_node.body, updated_node.body)
+        )
+
+    def _carry_lines(
+        self, original: Sequence[cst.BaseStatement], updated: Sequence[cst.BaseStatement]
+    ) -> list[cst.BaseStatement]:
+        kept = iter(updated)
+        result: list[cst.BaseStatement] = []
+        pending: list[cst.EmptyLine] = []
+        for statement in original:
+            if id(statement) in self._emptied:
+                pending.extend(getattr(statement, "leading_lines", ()))
+                continue
+            current = next(kept, None)
+            if current is None:
+                break
+            if pending and hasattr(current, "leading_lines"):
+                current = current.with_changes(leading_lines=[*pending, *current.leading_lines])
+                pending = []
+            result.append(current)
+        result.extend(kept)
+        return result
