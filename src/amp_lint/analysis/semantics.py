@@ -129,8 +129,10 @@ def autocast_category(op: str, region: AutocastRegion) -> OpCategory | None:
     return load_op_tables().category(region.device, op)
 
 
-# Composite ops that PyTorch implements by calling a listed op, which autocast then casts.
-_COMPOSITES = {"square": "pow"}
+# Composite ops that PyTorch implements by calling a listed op, which autocast then casts:
+# on CPU einsum is not listed but runs bmm/mm, so its output is lower precision there too
+# (measured on torch 2.13, tests/test_optables.py). CUDA lists them as lower precision.
+_COMPOSITES = {"einsum": "matmul", "chain_matmul": "matmul", "linalg_multi_dot": "matmul"}
 
 
 def op_result(op: str, inputs: list[DType], region: AutocastRegion | None) -> DType:
