@@ -257,7 +257,7 @@ def test_import_torch_is_added_and_the_from_import_removed() -> None:
     (finding,) = lint(source)
     assert finding.fix is not None
     assert finding.fix.imports == ("torch",)
-    assert finding.fix.unused_imports == (("torch.cuda.amp", "autocast"),)
+    assert finding.fix.unused_imports == (("torch.cuda.amp", "autocast", None),)
     assert fix(source) == (
         "from torch.cuda.amp import GradScaler\nimport torch\n\n"
         'with torch.amp.autocast("cuda"):\n    pass\n'

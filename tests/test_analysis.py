@@ -30,8 +30,10 @@ class _Reveal(Rule):
         assert isinstance(node, cst.Call)
         if isinstance(node.func, cst.Name) and node.func.value == "reveal":
             region = ctx.region
-            where = "none" if region is None else (
-                f"{region.device}/{region.dtype}/{'on' if region.is_active else 'off'}"
+            where = (
+                "none"
+                if region is None
+                else (f"{region.device}/{region.dtype}/{'on' if region.is_active else 'off'}")
             )
             self.seen.append((ctx.dtype(node.args[0].value).describe(), where))
         return iter(())
@@ -56,16 +58,24 @@ def reveal(source: str, config: Config | None = None) -> list[tuple[str, str]]:
             ("bfloat16", "cuda/bfloat16/on"),
         ),
         ("import torch\nwith torch.cuda.amp.autocast():", ("float16", "cuda/float16/on")),
-        ("import torch\nfrom torch.cpu.amp import autocast\nwith autocast(dtype=torch.float16):",
-         ("float16", "cpu/float16/on")),
-        ("from torch import autocast as ac\nwith ac('cuda', enabled=flag):",
-         ("float16", "cuda/float16/on")),
-        ("import torch\nwith torch.autocast(dev.type, dtype=torch.float16):",
-         ("float16", "None/float16/on")),
-        ("import torch\nwith torch.autocast(dev.type):",
-         ("float16 or bfloat16", "None/None/on")),
-        ("from accelerate import Accelerator\nacc = Accelerator(mixed_precision='bf16')\n"
-         "with acc.autocast():", ("bfloat16", "None/bfloat16/on")),
+        (
+            "import torch\nfrom torch.cpu.amp import autocast\nwith autocast(dtype=torch.float16):",
+            ("float16", "cpu/float16/on"),
+        ),
+        (
+            "from torch import autocast as ac\nwith ac('cuda', enabled=flag):",
+            ("float16", "cuda/float16/on"),
+        ),
+        (
+            "import torch\nwith torch.autocast(dev.type, dtype=torch.float16):",
+            ("float16", "None/float16/on"),
+        ),
+        ("import torch\nwith torch.autocast(dev.type):", ("float16 or bfloat16", "None/None/on")),
+        (
+            "from accelerate import Accelerator\nacc = Accelerator(mixed_precision='bf16')\n"
+            "with acc.autocast():",
+            ("bfloat16", "None/bfloat16/on"),
+        ),
     ],
 )
 def test_region_spellings(header: str, expected: tuple[str, str]) -> None:
@@ -136,8 +146,14 @@ def test_per_device_op_tables() -> None:
         """
     )
     assert [dtype for dtype, _ in seen] == [
-        "float32", "float32", "float32", "float16", "float16",
-        "float16", "float16", "float16",
+        "float32",
+        "float32",
+        "float32",
+        "float16",
+        "float16",
+        "float16",
+        "float16",
+        "float16",
     ]
 
 
@@ -169,9 +185,22 @@ def test_conversions_factories_and_promotion() -> None:
         """
     )
     assert [dtype for dtype, _ in seen] == [
-        "float32", "float32", "integer",
-        "float32", "float32", "float16", "float16", "unknown", "float16", "float32",
-        "float16", "float32", "float16", "bool", "integer", "float16",
+        "float32",
+        "float32",
+        "integer",
+        "float32",
+        "float32",
+        "float16",
+        "float16",
+        "unknown",
+        "float16",
+        "float32",
+        "float16",
+        "float32",
+        "float16",
+        "bool",
+        "integer",
+        "float16",
     ]
 
 

@@ -274,8 +274,22 @@ def _mha(m: Maker) -> Any:
 def _mkldnn_lstm_layer(m: Maker) -> Any:
     # One unidirectional LSTM layer: input (seq, batch, in), weights as nn.LSTM keeps them.
     return m.t.mkldnn_rnn_layer(
-        m.f(5, 2, 3), m.g(16, 3), m.g(16, 4), m.g(16), m.g(16), m.f(2, 4), m.f(2, 4),
-        False, [], 2, 4, 1, True, False, False, False,
+        m.f(5, 2, 3),
+        m.g(16, 3),
+        m.g(16, 4),
+        m.g(16),
+        m.g(16),
+        m.f(2, 4),
+        m.f(2, 4),
+        False,
+        [],
+        2,
+        4,
+        1,
+        True,
+        False,
+        False,
+        False,
     )[:3]  # output, hy, cy (the workspace is an internal buffer)
 
 
@@ -324,18 +338,30 @@ CASES: dict[str, Case] = {
     # The 12-argument call is the `_convolution.deprecated` overload, the only one that
     # AutocastCPU registers; CUDA registers it and the 13-argument `_convolution` too.
     "_convolution": lambda m: (
-        m.t._convolution(
-            *_conv_args(m), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, False, False, True
-        ),
-    )
-    + (
-        ()
-        if m.device == "cpu"
-        else (
+        (
             m.t._convolution(
-                *_conv_args(m), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
-                False, False, True, True,
+                *_conv_args(m), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, False, False, True
             ),
+        )
+        + (
+            ()
+            if m.device == "cpu"
+            else (
+                m.t._convolution(
+                    *_conv_args(m),
+                    None,
+                    [1, 1],
+                    [0, 0],
+                    [1, 1],
+                    False,
+                    [0, 0],
+                    1,
+                    False,
+                    False,
+                    True,
+                    True,
+                ),
+            )
         )
     ),
     "prelu": lambda m: m.F.prelu(m.f(2, 3, 4), m.g(3)),
@@ -455,9 +481,7 @@ CASES: dict[str, Case] = {
         m.f(2, 4), m.prob(2, 4)
     ),
     "poisson_nll_loss": lambda m: m.F.poisson_nll_loss(m.f(2, 4), m.g(2, 4, lo=0.0, hi=3.0)),
-    "cosine_embedding_loss": lambda m: m.F.cosine_embedding_loss(
-        m.f(2, 4), m.g(2, 4), m.sign(2)
-    ),
+    "cosine_embedding_loss": lambda m: m.F.cosine_embedding_loss(m.f(2, 4), m.g(2, 4), m.sign(2)),
     "hinge_embedding_loss": lambda m: m.F.hinge_embedding_loss(m.f(2, 4), m.sign(2, 4)),
     "margin_ranking_loss": lambda m: m.F.margin_ranking_loss(m.f(4), m.g(4), m.sign(4)),
     "soft_margin_loss": lambda m: m.F.soft_margin_loss(m.f(2, 4), m.sign(2, 4)),
@@ -482,9 +506,7 @@ CASES: dict[str, Case] = {
     "max_unpool3d": lambda m: m.F.max_unpool3d(*m.pooled(3), 2),
     "adaptive_avg_pool3d": lambda m: m.F.adaptive_avg_pool3d(m.f(1, 2, 4, 4, 4), 2),
     "adaptive_max_pool3d": lambda m: m.F.adaptive_max_pool3d(m.f(1, 2, 4, 4, 4), 2),
-    "fractional_max_pool2d": lambda m: m.F.fractional_max_pool2d(
-        m.f(1, 2, 8, 8), 2, output_size=4
-    ),
+    "fractional_max_pool2d": lambda m: m.F.fractional_max_pool2d(m.f(1, 2, 8, 8), 2, output_size=4),
     "fractional_max_pool3d": lambda m: m.F.fractional_max_pool3d(
         m.f(1, 1, 6, 6, 6), 2, output_size=3
     ),
@@ -494,9 +516,7 @@ CASES: dict[str, Case] = {
     "replication_pad2d": lambda m: m.F.pad(m.f(1, 2, 5, 5), (1, 1, 1, 1), mode="replicate"),
     "replication_pad3d": lambda m: m.F.pad(m.f(1, 2, 3, 3, 3), (1,) * 6, mode="replicate"),
     "grid_sampler": lambda m: m.t.grid_sampler(m.f(1, 2, 4, 4), m.g(1, 3, 3, 2), 0, 0, False),
-    "grid_sampler_2d": lambda m: m.t.grid_sampler_2d(
-        m.f(1, 2, 4, 4), m.g(1, 3, 3, 2), 0, 0, False
-    ),
+    "grid_sampler_2d": lambda m: m.t.grid_sampler_2d(m.f(1, 2, 4, 4), m.g(1, 3, 3, 2), 0, 0, False),
     "_grid_sampler_2d_cpu_fallback": lambda m: m.t._grid_sampler_2d_cpu_fallback(
         m.f(1, 2, 4, 4), m.g(1, 3, 3, 2), 0, 0, False
     ),
@@ -541,9 +561,7 @@ CASES: dict[str, Case] = {
     "fft_irfftn": lambda m: m.t.fft.irfftn(m.f(2, 4, 3)),
     "fft_hfft": lambda m: m.t.fft.hfft(m.f(5)),
     "fft_ihfft": lambda m: m.t.fft.ihfft(m.f(8)),
-    "stft": lambda m: m.t.stft(
-        m.f(64), 16, window=m.g(16, lo=0.5, hi=1.0), return_complex=True
-    ),
+    "stft": lambda m: m.t.stft(m.f(64), 16, window=m.g(16, lo=0.5, hi=1.0), return_complex=True),
     # --- linear algebra
     "inverse": lambda m: m.t.inverse(m.spd()),
     "pinverse": lambda m: m.t.pinverse(m.f(3, 4)),
@@ -563,9 +581,7 @@ CASES: dict[str, Case] = {
     "linalg_lstsq": lambda m: m.t.linalg.lstsq(m.f(4, 3), m.f(4, 2)),
     "linalg_householder_product": lambda m: m.t.linalg.householder_product(*m.geqrf()),
     "linalg_tensorinv": lambda m: m.t.linalg.tensorinv(m.spd(6).reshape(2, 3, 6), ind=2),
-    "linalg_tensorsolve": lambda m: m.t.linalg.tensorsolve(
-        m.spd(6).reshape(2, 3, 6), m.f(2, 3)
-    ),
+    "linalg_tensorsolve": lambda m: m.t.linalg.tensorsolve(m.spd(6).reshape(2, 3, 6), m.f(2, 3)),
     "cholesky": lambda m: m.t.cholesky(m.spd()),
     "cholesky_inverse": lambda m: m.t.cholesky_inverse(m.chol()),
     "cholesky_solve": lambda m: m.t.cholesky_solve(m.f(3, 2), m.chol()),
@@ -614,9 +630,7 @@ ALIAS_CASES: dict[str, Case] = {
     "normalize": lambda m: m.F.normalize(m.f(3, 4), dim=1),
     "linalg_norm": lambda m: (m.t.linalg.norm(m.f(3, 4)), m.t.linalg.norm(m.f(3, 4), dim=1)),
     "pairwise_distance": lambda m: m.F.pairwise_distance(m.f(3, 4), m.g(3, 4)),
-    "grid_sample": lambda m: m.F.grid_sample(
-        m.f(1, 2, 4, 4), m.g(1, 3, 3, 2), align_corners=False
-    ),
+    "grid_sample": lambda m: m.F.grid_sample(m.f(1, 2, 4, 4), m.g(1, 3, 3, 2), align_corners=False),
 }
 
 # Kernels that exist only for CUDA.
@@ -671,9 +685,7 @@ def floating_dtypes(torch: Any, result: Any) -> list[Any]:
     return dtypes
 
 
-def run_case(
-    torch: Any, device: str, low: Any | None, case: Case, first: Any, second: Any
-) -> Any:
+def run_case(torch: Any, device: str, low: Any | None, case: Case, first: Any, second: Any) -> Any:
     """Call `case` with inputs in (first, second), under torch.autocast(device, dtype=low)
     unless `low` is None."""
     maker = Maker(torch, device, first, second)
@@ -809,7 +821,7 @@ def test_tables_match_the_dispatcher_registrations(
     if registrations is None:
         pytest.skip("this torch has no _dispatch_get_registrations_for_dispatch_key")
     registered = {
-        name[len("aten::"):].split(".")[0]
+        name[len("aten::") :].split(".")[0]
         for name in registrations(dispatch_key)
         if name.startswith("aten::")
     }
@@ -859,6 +871,4 @@ def test_cuda_autocast_output_dtype(cuda_torch: Any, op: str, low_name: str) -> 
 @pytest.mark.parametrize("alias", sorted(ALIAS_CASES))
 def test_cuda_python_alias_output_dtype(cuda_torch: Any, alias: str, low_name: str) -> None:
     _skip_unsupported_bf16(cuda_torch, low_name)
-    check_op(
-        cuda_torch, "cuda", low_name, alias, ALIAS_CASES[alias], table_category("cuda", alias)
-    )
+    check_op(cuda_torch, "cuda", low_name, alias, ALIAS_CASES[alias], table_category("cuda", alias))

@@ -10,24 +10,22 @@ from __future__ import annotations
 import argparse
 import difflib
 import functools
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from amp_lint import __version__
 from amp_lint.config import Config, ConfigError, check_code_prefixes, load_config
-from amp_lint.docs import fix_availability, render_rule
-from amp_lint.engine import SourceError, fix_source, lint_source
 from amp_lint.files import discover_python_files, has_amp_vocabulary, write_atomically
 from amp_lint.findings import Finding, FixSafety
 from amp_lint.formats import json as json_format
 from amp_lint.formats import text as text_format
 from amp_lint.formats.text import plural
-from amp_lint.rules import Rule, all_rules
 
 PROGRAM = "amp-lint"
 SUBCOMMANDS = ("check", "rules", "rule")
@@ -76,16 +74,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.set_defaults(run=_run_check)
     check.add_argument(
-        "paths", nargs="*", metavar="PATH",
+        "paths",
+        nargs="*",
+        metavar="PATH",
         help="files or directories (default: .); - reads standard input",
     )
     check.add_argument("--fix", action="store_true", help="apply safe fixes")
     check.add_argument(
-        "--unsafe-fixes", action="store_true",
+        "--unsafe-fixes",
+        action="store_true",
         help="also apply fixes that change numerics or semantics (with --fix or --diff)",
     )
     check.add_argument(
-        "--diff", action="store_true",
+        "--diff",
+        action="store_true",
         help="print the changes --fix would make, write nothing; exit 1 if there are any",
     )
     for flag, what in (
@@ -101,11 +103,14 @@ def _parser() -> argparse.ArgumentParser:
         "--statistics", action="store_true", help="print counts per rule instead of each finding"
     )
     check.add_argument(
-        "--config", type=Path, metavar="FILE",
+        "--config",
+        type=Path,
+        metavar="FILE",
         help="read [tool.amp-lint] from FILE instead of the nearest pyproject.toml",
     )
     check.add_argument(
-        "--stdin-filename", metavar="NAME",
+        "--stdin-filename",
+        metavar="NAME",
         help="the path to report (and match against config globs) for standard input",
     )
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even if findings remain")
@@ -131,8 +136,7 @@ def _code_list(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Job:
-    display_path: str  # as the user wrote it or as discovered; used in output
-    engine_path: str  # absolute, so config globs match relative to the config's root
+    path: str  # as the user wrote it or as discovered
     source: bytes
     fix: bool  # compute fixes (for --fix and --diff)
     unsafe: bool
@@ -140,7 +144,7 @@ class Job:
 
 @dataclass
 class Outcome:
-    display_path: str
+    path: str
     source: bytes
     remaining: list[Finding] = field(default_factory=list)
     fixed: list[Finding] = field(default_factory=list)
@@ -150,29 +154,27 @@ class Outcome:
 
 def process_job(job: Job, config: Config) -> Outcome:
     """Lint or fix one file; never raises, so that one bad file cannot stop the others."""
-    outcome = Outcome(job.display_path, job.source)
+    # Imported here: the engine pulls in libcst and the rules, which costs more than linting a
+    # tree of files without AMP vocabulary (the usual pre-commit run) takes in total.
+    from amp_lint.engine import SourceError, fix_source, lint_source
+
+    outcome = Outcome(job.path, job.source)
     try:
         if job.fix:
-            result = fix_source(job.source, job.engine_path, config, unsafe=job.unsafe)
+            result = fix_source(job.source, job.path, config, unsafe=job.unsafe)
             outcome.remaining, outcome.fixed = result.remaining, result.fixed
             if result.source != job.source:
                 outcome.fixed_source = result.source
         else:
-            outcome.remaining = lint_source(job.source, job.engine_path, config)
+            outcome.remaining = lint_source(job.source, job.path, config)
     except SourceError as error:
-        outcome.error = _one_line(str(error)).replace(job.engine_path, job.display_path)
+        outcome.error = _one_line(str(error))
     except Exception as error:  # a bug in a rule must not hide the other files' findings
         outcome.error = (
-            f"{job.display_path}: internal error, please report it: "
+            f"{job.path}: internal error, please report it: "
             f"{type(error).__name__}: {_one_line(str(error))}"
         )
-    outcome.remaining = _shown_as(outcome.remaining, job.display_path)
-    outcome.fixed = _shown_as(outcome.fixed, job.display_path)
     return outcome
-
-
-def _shown_as(findings: list[Finding], display_path: str) -> list[Finding]:
-    return [replace(finding, path=display_path) for finding in findings]
 
 
 def _one_line(message: str) -> str:
@@ -181,16 +183,23 @@ def _one_line(message: str) -> str:
 
 def run_jobs(jobs: list[Job], config: Config) -> list[Outcome]:
     """Outcomes in the order of `jobs`, from a process pool when there are enough files."""
+    if not jobs:
+        return []
+    # Loaded before the pool starts, so that forked workers inherit the engine and the rule
+    # modules instead of each importing them again.
+    importlib.import_module("amp_lint.engine")
+    importlib.import_module("amp_lint.rules").all_rules()
     work = functools.partial(process_job, config=config)
     workers = min(len(jobs), _usable_cpus())
     if len(jobs) > PARALLEL_THRESHOLD and workers > 1:
+        # Without usable multiprocessing here, or when a worker dies, run everything again
+        # serially: workers write nothing, so repeating their work is safe.
         try:
             with ProcessPoolExecutor(max_workers=workers) as pool:
                 chunk = max(1, len(jobs) // (workers * 4))
                 return list(pool.map(work, jobs, chunksize=chunk))
         except (OSError, NotImplementedError, BrokenProcessPool):
-            pass  # no usable multiprocessing here (or a worker died): workers write nothing,
-            # so running everything again serially is safe
+            pass
     return [work(job) for job in jobs]
 
 
@@ -228,8 +237,9 @@ def _run_check(args: argparse.Namespace) -> int:
         reporter.error(str(error))
         return EXIT_ERROR
     paths: list[str] = args.paths
+    # No path means the current directory (or stdin, given --stdin-filename), but `--` with
+    # nothing after it is an explicit empty list: a hook given no files lints nothing.
     if not paths and not args.explicit_end_of_options:
-        # `--` with nothing after it is an explicit empty list (a hook given no files).
         paths = [STDIN] if args.stdin_filename else ["."]
     if STDIN in paths:
         if len(paths) > 1:
@@ -261,14 +271,13 @@ def _jobs_for_paths(
             reporter.error(f"{path}: cannot read: {error.strerror or error}")
             continue
         if has_amp_vocabulary(source, config):  # the others have no findings by construction
-            jobs.append(_job(str(path), str(path.absolute()), source, args))
+            jobs.append(_job(str(path), source, args))
     return jobs
 
 
-def _job(display_path: str, engine_path: str, source: bytes, args: argparse.Namespace) -> Job:
+def _job(path: str, source: bytes, args: argparse.Namespace) -> Job:
     return Job(
-        display_path=display_path,
-        engine_path=engine_path,
+        path=path,
         source=source,
         fix=bool(args.fix or args.diff),
         unsafe=bool(args.unsafe_fixes),
@@ -278,14 +287,12 @@ def _job(display_path: str, engine_path: str, source: bytes, args: argparse.Name
 def _check_stdin(args: argparse.Namespace, config: Config, reporter: Reporter) -> int:
     """Lint standard input; with --fix, print the fixed source (or the input unchanged)."""
     source = sys.stdin.buffer.read()
-    name = args.stdin_filename
-    display_path = name or STDIN
-    engine_path = str(Path(name).absolute()) if name else STDIN
-    excluded = bool(name) and config.is_excluded(engine_path)
+    path = args.stdin_filename or STDIN
+    excluded = bool(args.stdin_filename) and config.is_excluded(path)
     if excluded or not has_amp_vocabulary(source, config):
-        outcome = Outcome(display_path, source)
+        outcome = Outcome(path, source)
     else:
-        outcome = run_jobs([_job(display_path, engine_path, source, args)], config)[0]
+        outcome = run_jobs([_job(path, source, args)], config)[0]
     if outcome.error:
         reporter.error(outcome.error)
     if args.diff:
@@ -307,9 +314,9 @@ def _write_fixes(outcomes: list[Outcome], reporter: Reporter) -> None:
         if outcome.fixed_source is None:
             continue
         try:
-            write_atomically(Path(outcome.display_path), outcome.fixed_source)
+            write_atomically(Path(outcome.path), outcome.fixed_source)
         except OSError as error:
-            reporter.error(f"{outcome.display_path}: cannot write: {error.strerror or error}")
+            reporter.error(f"{outcome.path}: cannot write: {error.strerror or error}")
             outcome.fixed = []
 
 
@@ -335,8 +342,11 @@ def _print_found_summary(remaining: list[Finding], args: argparse.Namespace) -> 
     if fixable:
         details.append(f"{fixable} fixable with {option}")
     if hidden:
-        details.append(f"{hidden} more with --unsafe-fixes" if fixable else
-                       f"{hidden} fixable with --fix --unsafe-fixes")
+        details.append(
+            f"{hidden} more with --unsafe-fixes"
+            if fixable
+            else f"{hidden} fixable with --fix --unsafe-fixes"
+        )
     suffix = f" ({', '.join(details)})" if details else ""
     _summary(f"Found {plural(len(remaining), 'finding')}{suffix}.")
 
@@ -371,11 +381,9 @@ def _exit_status(remaining: list[Finding], args: argparse.Namespace, reporter: R
 def _report_diff(outcomes: list[Outcome], args: argparse.Namespace, reporter: Reporter) -> int:
     changed = [outcome for outcome in outcomes if outcome.fixed_source is not None]
     sys.stdout.flush()
-    for outcome in sorted(changed, key=lambda o: o.display_path):
+    for outcome in sorted(changed, key=lambda o: o.path):
         assert outcome.fixed_source is not None
-        sys.stdout.buffer.write(
-            unified_diff(outcome.display_path, outcome.source, outcome.fixed_source)
-        )
+        sys.stdout.buffer.write(unified_diff(outcome.path, outcome.source, outcome.fixed_source))
     sys.stdout.buffer.flush()
     would_fix = sum(len(outcome.fixed) for outcome in changed)
     if would_fix:
@@ -385,9 +393,9 @@ def _report_diff(outcomes: list[Outcome], args: argparse.Namespace, reporter: Re
     return EXIT_FINDINGS if changed and not args.exit_zero else EXIT_CLEAN
 
 
-def unified_diff(display_path: str, old: bytes, new: bytes) -> bytes:
+def unified_diff(path: str, old: bytes, new: bytes) -> bytes:
     """A `git apply`-able diff, on bytes so that any encoding and newline style survive."""
-    name = os.fsencode(display_path)
+    name = os.fsencode(path)
     lines = difflib.diff_bytes(
         difflib.unified_diff, _diff_lines(old), _diff_lines(new), b"a/" + name, b"b/" + name
     )
@@ -405,6 +413,9 @@ def _diff_lines(data: bytes) -> list[bytes]:
 
 
 def _run_rules(args: argparse.Namespace) -> int:
+    from amp_lint.docs import fix_availability
+    from amp_lint.rules import all_rules
+
     rules = all_rules()
     rows = [("CODE", "NAME", "FIX", "WHAT IT DOES")] + [
         (rule.code, rule.name, fix_availability(rule).label, " ".join(rule.summary.split()))
@@ -418,6 +429,9 @@ def _run_rules(args: argparse.Namespace) -> int:
 
 
 def _run_rule(args: argparse.Namespace) -> int:
+    from amp_lint.docs import render_rule
+    from amp_lint.rules import Rule, all_rules
+
     wanted = args.rule.strip()
     matches = [rule for rule in all_rules() if wanted.upper() == rule.code or wanted == rule.name]
     if not matches:

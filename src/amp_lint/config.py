@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -36,7 +37,8 @@ class Config:
         if not _matches_any(code, self.select) or _matches_any(code, self.ignore):
             return False
         return not any(
-            _matches_any(code, codes) for pattern, codes in self.per_file_ignores
+            _matches_any(code, codes)
+            for pattern, codes in self.per_file_ignores
             if path and _path_matches(path, pattern, self.root)
         )
 
@@ -51,9 +53,12 @@ def _matches_any(code: str, prefixes: tuple[str, ...]) -> bool:
 
 def _path_matches(path: str, pattern: str, root: str) -> bool:
     pure = PurePath(path)
+    # Both made absolute against the cwd, and normalised so that `../x` cannot match `sub/*`
+    # by way of `sub/../x`: a relative path given from a subdirectory still matches globs
+    # written relative to the config's directory.
     try:
-        relative = pure.relative_to(root).as_posix() if pure.is_absolute() else pure.as_posix()
-    except ValueError:
+        relative = PurePath(os.path.abspath(path)).relative_to(os.path.abspath(root)).as_posix()
+    except ValueError:  # outside the root: match the path as written
         relative = pure.as_posix()
     relative = relative.removeprefix("./")
     return (
@@ -212,8 +217,14 @@ def _is_string_list(value: object) -> bool:
 
 
 def _toml_type(value: object) -> str:
-    names = {bool: "a boolean", str: "a string", int: "an integer", float: "a float",
-             list: "an array", dict: "a table"}
+    names = {
+        bool: "a boolean",
+        str: "a string",
+        int: "an integer",
+        float: "a float",
+        list: "an array",
+        dict: "a table",
+    }
     return names.get(type(value), type(value).__name__)
 
 

@@ -113,7 +113,8 @@ def render_all(rules: Sequence[type[Rule]]) -> dict[str, str]:
 def stale_files(output: Path, pages: dict[str, str]) -> list[str]:
     """Names of pages that differ from `pages`, are missing, or belong to no rule any more."""
     stale = [
-        name for name, text in pages.items()
+        name
+        for name, text in pages.items()
         if not (output / name).is_file() or (output / name).read_bytes() != text.encode()
     ]
     stale += [name for name in _existing_pages(output) if name not in pages]

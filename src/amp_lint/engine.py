@@ -68,7 +68,9 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool) -> Fix
         try:
             new_module, applied = apply_fixes(module, chosen)
         except FixConflict as error:
-            raise SourceError(f"{path}: fix produced invalid code ({error}); file left unchanged")
+            raise SourceError(
+                f"{path}: fix produced invalid code ({error}); file left unchanged"
+            ) from None
         if not applied or new_module.code == module.code:
             break
         # Re-parse: the next pass needs fresh node identities and proof the code parses.

@@ -18,8 +18,21 @@ PYTHON_SUFFIXES = (".py", ".pyi")
 # is still linted). Virtual environments with other names are recognised by their pyvenv.cfg.
 SKIPPED_DIRECTORY_NAMES = frozenset(
     {
-        ".git", ".hg", ".svn", ".venv", "venv", "__pycache__", "build", "dist", ".tox", ".nox",
-        ".mypy_cache", ".pytest_cache", ".ruff_cache", "node_modules", "site-packages",
+        ".git",
+        ".hg",
+        ".svn",
+        ".venv",
+        "venv",
+        "__pycache__",
+        "build",
+        "dist",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        "node_modules",
+        "site-packages",
     }
 )
 SKIPPED_DIRECTORY_SUFFIXES = (".egg-info",)
@@ -98,8 +111,7 @@ def _is_skipped_directory(directory: Path, config: Config) -> bool:
 
 
 def _is_excluded(path: Path, config: Config) -> bool:
-    # Absolute, so that globs are matched relative to the config's root, not to the cwd.
-    return bool(config.exclude) and config.is_excluded(str(path.absolute()))
+    return bool(config.exclude) and config.is_excluded(str(path))
 
 
 def has_amp_vocabulary(source: bytes, config: Config) -> bool:

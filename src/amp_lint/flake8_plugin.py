@@ -60,7 +60,7 @@ class AmpLintChecker:
             yield finding.line, finding.column, f"{finding.code} {finding.message}", type(self)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _config_for_directory(directory: Path) -> Config:
     loaded = load_config(directory)
     return Config(

@@ -72,8 +72,7 @@ def build_index(module: cst.Module, names: ModuleNames) -> ModuleIndex:
             index.classes[info.name] = info
     _mark_subclasses(index)
     index.all_functions = [
-        statement for statement in walk_statements(module)
-        if isinstance(statement, cst.FunctionDef)
+        statement for statement in walk_statements(module) if isinstance(statement, cst.FunctionDef)
     ]
     for info in index.classes.values():
         for method in info.methods.values():
@@ -117,9 +116,9 @@ def _mark_subclasses(index: ModuleIndex) -> None:
 
 def _record_self_assignments(info: ClassInfo, init: cst.FunctionDef) -> None:
     """`self.NAME = ...` statements of `__init__` (not of functions nested in it)."""
-    stack: list[cst.BaseStatement] = list(init.body.body) if isinstance(
-        init.body, cst.IndentedBlock
-    ) else []
+    stack: list[cst.BaseStatement] = (
+        list(init.body.body) if isinstance(init.body, cst.IndentedBlock) else []
+    )
     while stack:
         statement = stack.pop()
         if isinstance(statement, cst.SimpleStatementLine):

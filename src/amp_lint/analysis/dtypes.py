@@ -54,18 +54,19 @@ class DType:
     def describe(self) -> str:
         if self.kind is DTypeKind.HALF:
             return self.precision or "float16 or bfloat16"
-        return self.kind.value
+        return str(self.kind.value)
 
     def torch_name(self) -> str:
         """The spelling PyTorch uses in error messages ("Half", "Float", ...)."""
         if self.kind is DTypeKind.HALF:
             return {FLOAT16: "Half", BFLOAT16: "BFloat16"}.get(self.precision or "", "Half")
-        return {
+        names: dict[DTypeKind, str] = {
             DTypeKind.FLOAT32: "Float",
             DTypeKind.FLOAT64: "Double",
             DTypeKind.INTEGER: "Long",
             DTypeKind.BOOL: "Bool",
-        }.get(self.kind, self.kind.value)
+        }
+        return names.get(self.kind, str(self.kind.value))
 
 
 _TENSOR_KINDS = (

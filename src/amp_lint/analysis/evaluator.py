@@ -15,6 +15,7 @@ from amp_lint.analysis import semantics
 from amp_lint.analysis.calls import LOCAL_PREFIX
 from amp_lint.analysis.dtypes import (
     BOOL,
+    INTEGER,
     OTHER,
     SCALAR,
     UNKNOWN,
@@ -22,6 +23,7 @@ from amp_lint.analysis.dtypes import (
     DTypeKind,
     dtype_from_torch_name,
     join,
+    promote,
 )
 from amp_lint.analysis.frames import Frame
 from amp_lint.analysis.names import dotted_name
@@ -198,7 +200,7 @@ class Evaluator:
         if left.dtype.kind is DTypeKind.SCALAR and right.dtype.kind is DTypeKind.SCALAR:
             return Value(SCALAR, constant=_fold(op, left.constant, right.constant))
         if op is None:
-            return Value(semantics.promote([left.dtype, right.dtype]))
+            return Value(promote([left.dtype, right.dtype]))
         if op == "div" and left.dtype.kind is DTypeKind.SCALAR:
             op = "reciprocal"  # `c / x` is __rtruediv__, which autocast treats as reciprocal
         return Value(semantics.op_result(op, [left.dtype, right.dtype], frame.active_region))
@@ -291,7 +293,7 @@ class Evaluator:
         if method in semantics.BOOL_METHODS:
             return Value(BOOL)
         if method in semantics.INTEGER_METHODS:
-            return Value(semantics.INTEGER)
+            return Value(INTEGER)
         if method in semantics.SCALAR_METHODS:
             return Value(SCALAR)
         if method in semantics.NEW_FACTORIES:
@@ -347,8 +349,22 @@ class Evaluator:
         if qualified.startswith("torch.") and name in semantics.LIKE_FACTORIES:
             like = self.evaluate(positional[0], frame).dtype if positional else UNKNOWN
             return Value(explicit or like)
-        if qualified in ("torch." + n for n in ("zeros", "ones", "empty", "rand", "randn", "full",
-                                                "eye", "linspace", "logspace", "randint", "normal")):
+        if qualified in (
+            "torch." + n
+            for n in (
+                "zeros",
+                "ones",
+                "empty",
+                "rand",
+                "randn",
+                "full",
+                "eye",
+                "linspace",
+                "logspace",
+                "randint",
+                "normal",
+            )
+        ):
             fill = self.evaluate(positional[1], frame).constant if len(positional) > 1 else None
             return Value(explicit or semantics.factory_dtype(name, fill))
         if qualified in ("torch.tensor", "torch.as_tensor", "torch.arange"):
@@ -437,4 +453,3 @@ def join_dtypes(dtypes: list[DType]) -> DType:
     for dtype in dtypes[1:]:
         result = join(result, dtype)
     return result
-

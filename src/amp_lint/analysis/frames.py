@@ -81,7 +81,7 @@ class ExecutionContext:
         return self.facts.names.qualified_name(node)
 
     def provenance(self) -> str:
-        """" (via a.py:12 → a.py:40)", or why the frame is assumed to run under autocast."""
+        """ " (via a.py:12 → a.py:40)", or why the frame is assumed to run under autocast."""
         if self.frame.chain:
             return " (via " + " → ".join(str(site) for site in self.frame.chain) + ")"
         if self.frame.assumption:

@@ -67,8 +67,9 @@ class Interpreter:
         self, function: cst.FunctionDef, regions: tuple[AutocastRegion, ...], why: str | None
     ) -> None:
         owner = self.index.owner.get(id(function))
-        frame = Frame(env=Env(), regions=regions, self_class=owner, function=function,
-                      assumption=why)
+        frame = Frame(
+            env=Env(), regions=regions, self_class=owner, function=function, assumption=why
+        )
         if owner is not None:
             self._bind_self(frame, owner)
         self._run_body(function, frame)
@@ -81,7 +82,10 @@ class Interpreter:
                 for info in self.index.classes.values():
                     forward = info.methods.get("forward")
                     if info.is_nn_module and forward is not None:
-                        why = f"`{info.name}.forward` assumed to run under this file's {region.describe()}"
+                        why = (
+                            f"`{info.name}.forward` assumed to run under this file's "
+                            f"{region.describe()}"
+                        )
                         yield forward, region, why
         configured = AutocastRegion(None, FLOAT16, True, "configured")
         for name in config.autocast_functions:
@@ -155,7 +159,9 @@ class Interpreter:
             for target in small.targets:
                 self._bind(target.target, value, small.value, frame)
         elif isinstance(small, cst.AnnAssign) and small.value is not None:
-            self._bind(small.target, self.evaluator.evaluate(small.value, frame), small.value, frame)
+            self._bind(
+                small.target, self.evaluator.evaluate(small.value, frame), small.value, frame
+            )
         elif isinstance(small, cst.Return) and small.value is not None:
             frame.returns.append(self.evaluator.evaluate(small.value, frame))
 
@@ -271,8 +277,8 @@ class Interpreter:
         force: bool = False,
     ) -> Value:
         arguments = [self.evaluator.evaluate(arg.value, caller) for arg in call.args]
-        worth_following = force or caller.active_region is not None or any(
-            a.dtype.is_half for a in arguments
+        worth_following = (
+            force or caller.active_region is not None or any(a.dtype.is_half for a in arguments)
         )
         if not worth_following or caller.depth >= MAX_CALL_DEPTH:
             return UNKNOWN_VALUE
@@ -291,7 +297,7 @@ class Interpreter:
         frame = Frame(
             env=Env(),
             regions=regions,
-            chain=caller.chain + (CallSite(self.facts.path, call, self.facts.line_of),),
+            chain=(*caller.chain, CallSite(self.facts.path, call, self.facts.line_of)),
             function=function,
             self_class=owner,
             assumption=caller.assumption,
@@ -330,7 +336,9 @@ class Interpreter:
     def call_method(self, receiver: Value, method: str, call: cst.Call, frame: Frame) -> Value:
         local = self.index.class_for_qualified(receiver.instance_of)
         if local is None:
-            return self.call_instance(receiver, call, frame) if method == "forward" else UNKNOWN_VALUE
+            return (
+                self.call_instance(receiver, call, frame) if method == "forward" else UNKNOWN_VALUE
+            )
         function = self._find_method(local, method)
         if function is None:
             return UNKNOWN_VALUE
@@ -366,7 +374,9 @@ class Interpreter:
         if skip_self and params and not _is_static(function):
             params = params[1:]
         positional = [
-            value for arg, value in zip(call.args, arguments) if arg.keyword is None and not arg.star
+            value
+            for arg, value in zip(call.args, arguments)
+            if arg.keyword is None and not arg.star
         ]
         if any(arg.star for arg in call.args):
             return  # *args / **kwargs: which parameter gets what is not known
@@ -471,4 +481,3 @@ def _context_and_assignment_calls(module: cst.Module) -> Iterator[cst.Call]:
 
 def run_interpreter(facts: ModuleFacts, rules: list[Rule]) -> list[tuple[Rule, Report]]:
     return Interpreter(facts, rules).run()
-

@@ -55,21 +55,74 @@ def _nested_statements(statement: cst.BaseCompoundStatement) -> Iterator[cst.Bas
 
 # Fields that hold only whitespace, punctuation or operator tokens: never expressions.
 _TOKEN_FIELDS = frozenset(
-    """lpar rpar comma semicolon leading_lines lines_after_decorators header footer newline
-    trailing_whitespace operator dot equal colon star whitespace_before whitespace_after
-    whitespace_after_star whitespace_after_arg whitespace_before_colon whitespace_after_colon
-    whitespace_before_args whitespace_after_def whitespace_after_name whitespace_before_params
-    whitespace_after_class whitespace_before_indicator whitespace_after_indicator
-    whitespace_after_with whitespace_before_as whitespace_after_as whitespace_after_if
-    whitespace_before_if whitespace_before_else whitespace_after_else whitespace_after_await
-    whitespace_after_for whitespace_before_in whitespace_after_in whitespace_after_import
-    whitespace_after_from whitespace_before_import whitespace_after_return
-    whitespace_after_lambda whitespace_after_walrus whitespace_before_walrus
-    whitespace_after_del whitespace_after_assert whitespace_after_raise whitespace_after_yield
-    whitespace_after_global whitespace_after_nonlocal whitespace_before_from
-    whitespace_after_except whitespace_before_equal whitespace_after_equal
-    whitespace_after_while whitespace_after_try whitespace_after_finally whitespace_after_match
-    whitespace_after_case asynchronous lbracket rbracket lbrace rbrace""".split()
+    [
+        "lpar",
+        "rpar",
+        "comma",
+        "semicolon",
+        "leading_lines",
+        "lines_after_decorators",
+        "header",
+        "footer",
+        "newline",
+        "trailing_whitespace",
+        "operator",
+        "dot",
+        "equal",
+        "colon",
+        "star",
+        "whitespace_before",
+        "whitespace_after",
+        "whitespace_after_star",
+        "whitespace_after_arg",
+        "whitespace_before_colon",
+        "whitespace_after_colon",
+        "whitespace_before_args",
+        "whitespace_after_def",
+        "whitespace_after_name",
+        "whitespace_before_params",
+        "whitespace_after_class",
+        "whitespace_before_indicator",
+        "whitespace_after_indicator",
+        "whitespace_after_with",
+        "whitespace_before_as",
+        "whitespace_after_as",
+        "whitespace_after_if",
+        "whitespace_before_if",
+        "whitespace_before_else",
+        "whitespace_after_else",
+        "whitespace_after_await",
+        "whitespace_after_for",
+        "whitespace_before_in",
+        "whitespace_after_in",
+        "whitespace_after_import",
+        "whitespace_after_from",
+        "whitespace_before_import",
+        "whitespace_after_return",
+        "whitespace_after_lambda",
+        "whitespace_after_walrus",
+        "whitespace_before_walrus",
+        "whitespace_after_del",
+        "whitespace_after_assert",
+        "whitespace_after_raise",
+        "whitespace_after_yield",
+        "whitespace_after_global",
+        "whitespace_after_nonlocal",
+        "whitespace_before_from",
+        "whitespace_after_except",
+        "whitespace_before_equal",
+        "whitespace_after_equal",
+        "whitespace_after_while",
+        "whitespace_after_try",
+        "whitespace_after_finally",
+        "whitespace_after_match",
+        "whitespace_after_case",
+        "asynchronous",
+        "lbracket",
+        "rbracket",
+        "lbrace",
+        "rbrace",
+    ]
 )
 _NODE_FIELDS: dict[type[cst.CSTNode], tuple[str, ...]] = {}
 

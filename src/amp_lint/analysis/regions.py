@@ -88,7 +88,9 @@ def region_from_call(
         enabled = _bool_literal(_argument(call, 0, "enabled"))
         return AutocastRegion(device, dtype, enabled, qualified, call, None)
     if accelerate.is_accelerator_autocast(call):
-        return AutocastRegion(None, accelerate.dtype, accelerate.enabled, "accelerator.autocast", call)
+        return AutocastRegion(
+            None, accelerate.dtype, accelerate.enabled, "accelerator.autocast", call
+        )
     return None
 
 

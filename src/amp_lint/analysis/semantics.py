@@ -34,12 +34,40 @@ CONVERSION_METHODS: dict[str, DType] = {
 }
 
 BOOL_METHODS = frozenset(
-    """eq ne lt le gt ge isnan isinf isfinite isneginf isposinf logical_and logical_or
-    logical_not logical_xor isclose signbit""".split()
+    [
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "isnan",
+        "isinf",
+        "isfinite",
+        "isneginf",
+        "isposinf",
+        "logical_and",
+        "logical_or",
+        "logical_not",
+        "logical_xor",
+        "isclose",
+        "signbit",
+    ]
 )
-INTEGER_METHODS = frozenset("argmax argmin argsort nonzero bincount count_nonzero".split())
+INTEGER_METHODS = frozenset(["argmax", "argmin", "argsort", "nonzero", "bincount", "count_nonzero"])
 SCALAR_METHODS = frozenset(
-    "item tolist size dim numel nelement element_size stride data_ptr ndimension".split()
+    [
+        "item",
+        "tolist",
+        "size",
+        "dim",
+        "numel",
+        "nelement",
+        "element_size",
+        "stride",
+        "data_ptr",
+        "ndimension",
+    ]
 )
 SHAPE_ATTRIBUTES = frozenset(["T", "mT", "H", "mH", "data", "real", "imag", "grad"])
 NON_TENSOR_ATTRIBUTES = frozenset(
@@ -49,20 +77,63 @@ TUPLE_OF_RECEIVER_METHODS = frozenset(["chunk", "split", "unbind", "tensor_split
 
 # Binary ops whose second operand is data that takes part in type promotion.
 BINARY_OPS = frozenset(
-    """add sub subtract rsub mul multiply div divide true_divide floor_divide matmul mm bmm
-    mv dot vdot outer ger maximum minimum fmax fmin atan2 hypot fmod remainder pow lerp
-    copysign xlogy mse_loss l1_loss smooth_l1_loss huber_loss binary_cross_entropy
-    binary_cross_entropy_with_logits kl_div cosine_similarity pairwise_distance cdist
-    linear bilinear baddbmm addmm addbmm einsum""".split()
+    [
+        "add",
+        "sub",
+        "subtract",
+        "rsub",
+        "mul",
+        "multiply",
+        "div",
+        "divide",
+        "true_divide",
+        "floor_divide",
+        "matmul",
+        "mm",
+        "bmm",
+        "mv",
+        "dot",
+        "vdot",
+        "outer",
+        "ger",
+        "maximum",
+        "minimum",
+        "fmax",
+        "fmin",
+        "atan2",
+        "hypot",
+        "fmod",
+        "remainder",
+        "pow",
+        "lerp",
+        "copysign",
+        "xlogy",
+        "mse_loss",
+        "l1_loss",
+        "smooth_l1_loss",
+        "huber_loss",
+        "binary_cross_entropy",
+        "binary_cross_entropy_with_logits",
+        "kl_div",
+        "cosine_similarity",
+        "pairwise_distance",
+        "cdist",
+        "linear",
+        "bilinear",
+        "baddbmm",
+        "addmm",
+        "addbmm",
+        "einsum",
+    ]
 )
 
 FLOAT32_FACTORIES = frozenset(
-    "zeros ones empty rand randn eye linspace logspace normal".split()
+    ["zeros", "ones", "empty", "rand", "randn", "eye", "linspace", "logspace", "normal"]
 )
 LIKE_FACTORIES = frozenset(
-    "zeros_like ones_like empty_like rand_like randn_like full_like".split()
+    ["zeros_like", "ones_like", "empty_like", "rand_like", "randn_like", "full_like"]
 )
-NEW_FACTORIES = frozenset("new_zeros new_ones new_empty new_full new_tensor".split())
+NEW_FACTORIES = frozenset(["new_zeros", "new_ones", "new_empty", "new_full", "new_tensor"])
 
 # nn.Module classes whose call runs one op that autocast knows about.
 NN_MODULE_OPS: dict[str, str] = {
@@ -99,8 +170,20 @@ NN_MODULE_OPS: dict[str, str] = {
 }
 # Modules with float32 parameters: outside autocast they need float32 input.
 PARAMETRIZED_MODULES = frozenset(
-    "Linear LazyLinear Bilinear Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d "
-    "ConvTranspose3d LayerNorm GroupNorm RMSNorm".split()
+    [
+        "Linear",
+        "LazyLinear",
+        "Bilinear",
+        "Conv1d",
+        "Conv2d",
+        "Conv3d",
+        "ConvTranspose1d",
+        "ConvTranspose2d",
+        "ConvTranspose3d",
+        "LayerNorm",
+        "GroupNorm",
+        "RMSNorm",
+    ]
 )
 
 _FUNCTION_NAMESPACES = (

@@ -47,6 +47,9 @@ def apply_fixes(module: cst.Module, findings: list[Finding]) -> tuple[cst.Module
     new_module = module.visit(_ReplaceByIdentity(replacements))
     if not isinstance(new_module, cst.Module):
         raise FixConflict("the module itself was replaced")
+    islands = {id(r) for r in replacements.values() if isinstance(r, cst.With)}
+    if islands:
+        new_module = new_module.visit(_MergeAdjacentIslands(islands))
     return _fix_imports(new_module, applied), applied
 
 
@@ -74,13 +77,55 @@ class _ReplaceByIdentity(cst.CSTTransformer):
         return self.replacements.get(id(original_node), updated_node)
 
 
+class _MergeAdjacentIslands(cst.CSTTransformer):
+    """Fixes that wrap consecutive statements in the same fp32 island produce one `with`
+    block, as a person would write it, rather than one per statement."""
+
+    def __init__(self, created: set[int]) -> None:
+        self.created = created
+
+    def leave_IndentedBlock(
+        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
+        merged: list[cst.BaseStatement] = []
+        previous_created = False
+        # Identity is checked on the original children: this visit rebuilds the updated ones.
+        for original, statement in zip(original_node.body, updated_node.body):
+            created = id(original) in self.created
+            previous = merged[-1] if merged else None
+            if (
+                created
+                and previous_created
+                and isinstance(previous, cst.With)
+                and isinstance(statement, cst.With)
+                and not statement.leading_lines
+                and _same_items(previous, statement)
+                and isinstance(previous.body, cst.IndentedBlock)
+                and isinstance(statement.body, cst.IndentedBlock)
+            ):
+                merged[-1] = previous.with_changes(
+                    body=previous.body.with_changes(
+                        body=[*previous.body.body, *statement.body.body]
+                    )
+                )
+            else:
+                merged.append(statement)
+            previous_created = created
+        return updated_node.with_changes(body=merged)
+
+
+def _same_items(first: cst.With, second: cst.With) -> bool:
+    render = cst.Module([]).code_for_node
+    return [render(i) for i in first.items] == [render(i) for i in second.items]
+
+
 def _fix_imports(module: cst.Module, applied: list[Finding]) -> cst.Module:
     context = CodemodContext()
     needs_work = False
     for finding in applied:
         assert finding.fix is not None
-        for name in finding.fix.imports:
-            AddImportsVisitor.add_needed_import(context, name)
+        for module_name in finding.fix.imports:
+            AddImportsVisitor.add_needed_import(context, module_name)
             needs_work = True
         for from_module, name, alias in finding.fix.unused_imports:
             RemoveImportsVisitor.remove_unused_import(context, from_module, name, alias)
@@ -106,9 +151,7 @@ class _RemoveImportsKeepingComments(RemoveImportsVisitor):
             self._emptied.add(id(original_node))
         return updated_node
 
-    def leave_Module(  # type: ignore[override]
-        self, original_node: cst.Module, updated_node: cst.Module
-    ) -> cst.Module:
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         module = super().leave_Module(original_node, updated_node)
         return module.with_changes(body=self._carry_lines(original_node.body, module.body))
 

@@ -15,8 +15,10 @@ def method_call(expr: cst.BaseExpression, method: str, args: str = "") -> cst.Ba
     """`expr.method(args)`, parenthesising `expr` when needed, keeping its own parentheses."""
     receiver = expr
     if not isinstance(expr, _ATOMIC) or _has_parentheses(expr):
-        receiver = expr if _has_parentheses(expr) else expr.with_changes(
-            lpar=[cst.LeftParen()], rpar=[cst.RightParen()]
+        receiver = (
+            expr
+            if _has_parentheses(expr)
+            else expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         )
     call = cst.parse_expression(f"_.{method}({args})")
     assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
@@ -27,9 +29,23 @@ def upcast(expr: cst.BaseExpression) -> cst.BaseExpression:
     return method_call(expr, "float")
 
 
+_CONVERSIONS = ("float", "half", "bfloat16", "double")
+
+
 def to_dtype_of(value: cst.BaseExpression, reference: cst.BaseExpression) -> cst.BaseExpression:
-    """`value.to(reference.dtype)`."""
+    """`value.to(reference.dtype)`; `y.float()` becomes `y.to(reference.dtype)` rather than
+    `y.float().to(reference.dtype)`."""
     code = cst.Module([]).code_for_node(reference)
+    if (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in _CONVERSIONS
+        and not value.args
+    ):
+        return value.with_changes(
+            func=value.func.with_changes(attr=cst.Name("to")),
+            args=[cst.Arg(cst.parse_expression(f"{code}.dtype"))],
+        )
     return method_call(value, "to", f"{code}.dtype")
 
 
@@ -53,14 +69,14 @@ def finfo_limit(
     return cst.parse_expression(f"{torch}.finfo({code}.dtype).{limit}"), needs_import
 
 
-def fp32_island(
-    line: cst.SimpleStatementLine, device_code: str, torch: str
-) -> cst.With:
+def fp32_island(line: cst.SimpleStatementLine, device_code: str, torch: str) -> cst.With:
     """Wrap one statement line in `with torch.autocast(device, enabled=False):`.
 
     Comments above the statement stay above the `with`; its trailing comment stays on it.
     """
-    header = cst.parse_statement(f"with {torch}.autocast({device_code}, enabled=False):\n    pass\n")
+    header = cst.parse_statement(
+        f"with {torch}.autocast({device_code}, enabled=False):\n    pass\n"
+    )
     assert isinstance(header, cst.With)
     inner = line.with_changes(leading_lines=[])
     return header.with_changes(

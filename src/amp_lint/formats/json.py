@@ -10,10 +10,14 @@ from amp_lint.formats import count_by_code
 
 
 def finding_to_dict(finding: Finding) -> dict[str, object]:
-    fix = None if finding.fix is None else {
-        "safety": finding.fix.safety.value,
-        "title": finding.fix.title,
-    }
+    fix = (
+        None
+        if finding.fix is None
+        else {
+            "safety": finding.fix.safety.value,
+            "title": finding.fix.title,
+        }
+    )
     return {
         "path": finding.path,
         "line": finding.line,

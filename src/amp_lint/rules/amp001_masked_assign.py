@@ -130,9 +130,9 @@ static analysis cannot tell apart from a 1-element one."""
         value_dtype: DType,
     ) -> Report:
         message = (
-            f"`{code(target)} = {code(value)}` raises \"Index put requires the source and "
+            f'`{code(target)} = {code(value)}` raises "Index put requires the source and '
             f"destination dtypes match, got {dest_dtype.torch_name()} for the destination and "
-            f"{value_dtype.torch_name()} for the source\" (index assignment is never autocast); "
+            f'{value_dtype.torch_name()} for the source" (index assignment is never autocast); '
             f"cast the value with `.to({code(destination)}.dtype)`"
         )
         fix = None
@@ -159,8 +159,8 @@ static analysis cannot tell apart from a 1-element one."""
             f"`{code(destination)}` comes from `{code(conversion)}`, which returns "
             f"`{code(source)}` itself when it is already float32 (autocast off), so "
             f"`{code(target)} = ...` also writes into `{code(source)}` and autograd raises "
-            "\"one of the variables needed for gradient computation has been modified by an "
-            "inplace operation\"; add `.clone()` to the conversion"
+            '"one of the variables needed for gradient computation has been modified by an '
+            'inplace operation"; add `.clone()` to the conversion'
         )
         fix = Fix(
             FixSafety.UNSAFE,

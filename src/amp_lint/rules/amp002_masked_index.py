@@ -15,10 +15,18 @@ from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import code, subscript_indices
 
 # Calls that take an index tensor, and where it is (position, keyword).
-_INDEX_METHODS = {"index_select": (1, "index"), "gather": (1, "index"), "take": (0, "index"),
-                  "take_along_dim": (0, "indices")}
-_INDEX_FUNCTIONS = {"torch.index_select": (2, "index"), "torch.gather": (2, "index"),
-                    "torch.take": (1, "index"), "torch.nn.functional.embedding": (0, "input")}
+_INDEX_METHODS = {
+    "index_select": (1, "index"),
+    "gather": (1, "index"),
+    "take": (0, "index"),
+    "take_along_dim": (0, "indices"),
+}
+_INDEX_FUNCTIONS = {
+    "torch.index_select": (2, "index"),
+    "torch.gather": (2, "index"),
+    "torch.take": (1, "index"),
+    "torch.nn.functional.embedding": (0, "input"),
+}
 
 
 class MaskedIndex(Rule):
@@ -72,11 +80,16 @@ functions called under autocast."""
                 continue
             limit = "256" if value.integer_from.precision == BFLOAT16 else "2048"
             precision = value.integer_from.describe()
+            origin = (
+                f"converts a {precision} value to integers"
+                if index is value.conversion
+                else f"comes from `{code(value.conversion)}`, which converts a {precision} "
+                "value to integers"
+            )
             message = (
-                f"index `{code(index)}` was computed in {precision} and converted with "
-                f"`{code(value.conversion)}`: integers above {limit} and fractional values round "
-                "to the wrong index, silently; compute it in float32 (`.float()` before the "
-                "arithmetic)"
+                f"index `{code(index)}` {origin}: integers above {limit} and fractional values "
+                "round to the wrong index, silently; compute it in float32 (`.float()` before "
+                "the arithmetic)"
             )
             yield Report(index, message, self._fix(value, ctx))
 
@@ -115,9 +128,13 @@ functions called under autocast."""
 def _half_operands(node: cst.BaseExpression, ctx: ExecutionContext) -> list[cst.BaseExpression]:
     """The half-precision leaves of the arithmetic that produced an index; none when the
     index is a plain conversion of an already rounded value."""
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and not node.args:
-        if node.func.attr.value in ("floor", "round", "ceil", "trunc"):
-            return _half_operands(node.func.value, ctx)
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and not node.args
+        and node.func.attr.value in ("floor", "round", "ceil", "trunc")
+    ):
+        return _half_operands(node.func.value, ctx)
     if not isinstance(node, cst.BinaryOperation):
         return []
     return [

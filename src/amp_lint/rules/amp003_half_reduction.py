@@ -127,9 +127,13 @@ def _half_square(operand: cst.BaseExpression, ctx: ExecutionContext) -> cst.Base
             exponent = ctx.constant(operand.right)
             return operand if exponent is not None and exponent >= 2 else None
         return None
-    if isinstance(operand, cst.Call) and isinstance(operand.func, cst.Attribute):
-        if operand.func.attr.value in _SQUARING and ctx.qualified_name(operand.func) is None:
-            return operand if ctx.dtype(operand).may_be_float16 else None
+    if (
+        isinstance(operand, cst.Call)
+        and isinstance(operand.func, cst.Attribute)
+        and operand.func.attr.value in _SQUARING
+        and ctx.qualified_name(operand.func) is None
+    ):
+        return operand if ctx.dtype(operand).may_be_float16 else None
     return None
 
 
@@ -151,5 +155,3 @@ def _where(ctx: ExecutionContext) -> str:
     if region is None:
         return "(no autocast here, so nothing upcasts it)"
     return f"(under {region.describe()}, which does not upcast it)"
-
-

@@ -39,9 +39,10 @@ class HalfDivision(Rule):
 The first case bites even when the division itself runs in float32 (`1 / (d + 1e-8)` is a
 reciprocal, which CUDA autocast upcasts): the guard `d + 1e-8` was already computed in
 float16 and lost its eps. Division is not on any autocast list, so it runs in the operands'
-dtype: float16 whenever the denominator comes from a float16 op (a matmul/conv output, or a `mean`/`std`/`abs` of
-one). Normalisations (`(x - mu) / (sigma + eps)`), cosine similarities and attention
-renormalisations written this way produce inf/NaN on the first constant feature. bfloat16
+dtype: float16 whenever the denominator comes from a float16 op (a matmul/conv output, or
+a `mean`/`std`/`abs` of one). Normalisations (`(x - mu) / (sigma + eps)`), cosine
+similarities and attention renormalisations written this way produce inf/NaN on the first
+constant feature. bfloat16
 has float32's exponent range and is not affected."""
     example = """\
 import torch
@@ -121,8 +122,10 @@ def _guard(
 ) -> tuple[cst.BaseExpression, float] | None:
     """(the guarded value, eps) for `d + eps`, `eps + d` and clamps to a minimum of eps."""
     if isinstance(denominator, cst.BinaryOperation) and isinstance(denominator.operator, cst.Add):
-        for base, other in ((denominator.left, denominator.right),
-                            (denominator.right, denominator.left)):
+        for base, other in (
+            (denominator.left, denominator.right),
+            (denominator.right, denominator.left),
+        ):
             eps = ctx.constant(other)
             if _small(eps) and ctx.dtype(base).kind is not DTypeKind.SCALAR:
                 assert eps is not None
@@ -133,17 +136,17 @@ def _guard(
     return None
 
 
-def _clamp_guard(
-    call: cst.Call, ctx: ExecutionContext
-) -> tuple[cst.BaseExpression, float] | None:
+def _clamp_guard(call: cst.Call, ctx: ExecutionContext) -> tuple[cst.BaseExpression, float] | None:
     positional = [a.value for a in call.args if a.keyword is None and not a.star]
     keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
     qualified = ctx.qualified_name(call.func)
     if qualified in ("torch.clamp", "torch.clip", "torch.clamp_min") and positional:
         base = positional[0]
         bound = keywords.get("min") or (positional[1] if len(positional) > 1 else None)
-    elif isinstance(call.func, cst.Attribute) and qualified is None and call.func.attr.value in (
-        "clamp", "clip", "clamp_min"
+    elif (
+        isinstance(call.func, cst.Attribute)
+        and qualified is None
+        and call.func.attr.value in ("clamp", "clip", "clamp_min")
     ):
         base = call.func.value
         bound = keywords.get("min") or (positional[0] if positional else None)
@@ -157,9 +160,7 @@ def _small(eps: float | None) -> bool:
     return eps is not None and 0 < eps < FLOAT16_OVERFLOWING_EPS_BELOW
 
 
-def _fix(
-    numerator: cst.BaseExpression, base: cst.BaseExpression, ctx: ExecutionContext
-) -> Fix:
+def _fix(numerator: cst.BaseExpression, base: cst.BaseExpression, ctx: ExecutionContext) -> Fix:
     edits = [Edit(base, upcast(base))]
     if ctx.dtype(numerator).is_half:
         edits.insert(0, Edit(numerator, upcast(numerator)))

@@ -15,22 +15,41 @@ from amp_lint.rules.base import Report, Rule
 
 # Classes whose instances, and functions which, compute image metrics or perceptual losses.
 FP32_ONLY_CLASSES = frozenset(
-    """lpips.LPIPS pytorch_msssim.SSIM pytorch_msssim.MS_SSIM kornia.losses.SSIMLoss
-    kornia.losses.MS_SSIMLoss kornia.losses.SSIM3DLoss""".split()
+    [
+        "lpips.LPIPS",
+        "pytorch_msssim.SSIM",
+        "pytorch_msssim.MS_SSIM",
+        "kornia.losses.SSIMLoss",
+        "kornia.losses.MS_SSIMLoss",
+        "kornia.losses.SSIM3DLoss",
+    ]
 )
 FP32_ONLY_FUNCTIONS = frozenset(
-    """pytorch_msssim.ssim pytorch_msssim.ms_ssim kornia.losses.ssim_loss
-    kornia.losses.ssim3d_loss kornia.metrics.ssim kornia.metrics.ssim3d
-    kornia.losses.psnr_loss kornia.metrics.psnr""".split()
+    [
+        "pytorch_msssim.ssim",
+        "pytorch_msssim.ms_ssim",
+        "kornia.losses.ssim_loss",
+        "kornia.losses.ssim3d_loss",
+        "kornia.metrics.ssim",
+        "kornia.metrics.ssim3d",
+        "kornia.losses.psnr_loss",
+        "kornia.metrics.psnr",
+    ]
 )
 # Whole packages of metrics: anything called from them.
 FP32_ONLY_PACKAGES = ("piq.",)
 # torchmetrics image metrics, matched by name wherever torchmetrics exports them.
 TORCHMETRICS_IMAGE = frozenset(
-    """StructuralSimilarityIndexMeasure MultiScaleStructuralSimilarityIndexMeasure
-    LearnedPerceptualImagePatchSimilarity PeakSignalNoiseRatio
-    structural_similarity_index_measure multiscale_structural_similarity_index_measure
-    learned_perceptual_image_patch_similarity peak_signal_noise_ratio""".split()
+    [
+        "StructuralSimilarityIndexMeasure",
+        "MultiScaleStructuralSimilarityIndexMeasure",
+        "LearnedPerceptualImagePatchSimilarity",
+        "PeakSignalNoiseRatio",
+        "structural_similarity_index_measure",
+        "multiscale_structural_similarity_index_measure",
+        "learned_perceptual_image_patch_similarity",
+        "peak_signal_noise_ratio",
+    ]
 )
 _METRIC_METHODS = frozenset(["update", "forward"])
 
@@ -48,7 +67,7 @@ These callables are written for float32 inputs and arithmetic, and autocast chan
 * **LPIPS** normalises features with `x / (sqrt(sum(x**2)) + 1e-10)`; in float16 the eps
   is 0, so a zero feature vector gives `0/0 = NaN` in the forward pass (CPU autocast and
   `.half()` models; under CUDA autocast `pow`/`sum` run in float32 and the forward survives).
-* **SSIM / MS-SSIM** compute `E[x²] − E[x]²` with convolutions that autocast runs in half
+* **SSIM / MS-SSIM** compute `E[x²] - E[x]²` with convolutions that autocast runs in half
   precision: the cancellation returns wrong values (1.32 instead of 1 for identical images,
   Lightning-AI/torchmetrics#1290), and several implementations reject mixed dtypes outright
   ("Expected preds and target to have the same data type", "Input images should have the
@@ -95,6 +114,8 @@ functions with `fp32-only-callables` in `[tool.amp-lint]`."""
         callee = self._fp32_only_callee(node, ctx)
         if callee is None:
             return
+        if _is_lpips(callee) and not region.may_be_float16:
+            return  # bfloat16 keeps LPIPS's eps; the NaN needs float16
         message = (
             f"`{callee}` is called under {region.describe()}: {_what_goes_wrong(callee)}; run "
             "it with `torch.autocast(..., enabled=False)` and `.float()` inputs"
@@ -147,13 +168,23 @@ functions with `fp32-only-callables` in `[tool.amp-lint]`."""
         )
 
 
+def _is_lpips(callee: str) -> bool:
+    name = callee.lower()
+    return "lpips" in name or "perceptual" in name
+
+
 def _what_goes_wrong(callee: str) -> str:
     name = callee.lower()
-    if "lpips" in name or "perceptual" in name:
-        return "LPIPS normalises features with eps=1e-10, which is 0 in float16, so a zero feature gives NaN"
+    if _is_lpips(callee):
+        return (
+            "LPIPS normalises features with eps=1e-10, which is 0 in float16, so a zero "
+            "feature gives NaN"
+        )
     if "ssim" in name or "structural" in name:
-        return "SSIM's E[x²]−E[x]² cancels in half precision and returns wrong values"
-    return "metrics and perceptual losses are float32 code and return wrong values in half precision"
+        return "SSIM's E[x²]-E[x]² cancels in half precision and returns wrong values"
+    return (
+        "metrics and perceptual losses are float32 code and return wrong values in half precision"
+    )
 
 
 def _is_fp32_only(qualified: str, ctx: ExecutionContext, *, is_class: bool) -> bool:

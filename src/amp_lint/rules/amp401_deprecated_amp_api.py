@@ -19,7 +19,11 @@ from amp_lint.rules.base import Report, Rule
 # enabled)` keeps the old order after the device, so they stay positional.
 _AUTOCAST_PARAMETERS = ("enabled", "dtype", "cache_enabled")
 _GRAD_SCALER_PARAMETERS = (
-    "init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled"
+    "init_scale",
+    "growth_factor",
+    "backoff_factor",
+    "growth_interval",
+    "enabled",
 )
 # custom_fwd(fwd=None, *, cast_inputs=None) and custom_bwd(bwd): the new ones add a
 # keyword-only `device_type` and keep the rest.
@@ -82,8 +86,9 @@ def _deprecated_apis() -> dict[str, _Api]:
 DEPRECATED = _deprecated_apis()
 # Qualified names an imported name must equal or prefix to reach a deprecated API.
 _PREFIXES = frozenset(
-    ".".join(parts[:i]) for parts in (q.split(".") for q in DEPRECATED) for i in
-    range(1, len(parts) + 1)
+    ".".join(parts[:i])
+    for parts in (q.split(".") for q in DEPRECATED)
+    for i in range(1, len(parts) + 1)
 )
 
 
@@ -226,7 +231,7 @@ def _report(use: _Use, names: ModuleNames, torch: str | None, quote: str) -> Rep
     if use.kind == "reference":
         return Report(
             use.node,
-            f"`{api.old}` is deprecated: calling it warns \"{api.warning}\"; {api.by_hand} "
+            f'`{api.old}` is deprecated: calling it warns "{api.warning}"; {api.by_hand} '
             "(no automatic fix for a reference that is not called)",
         )
     if use.kind == "autocast-decorator":
@@ -258,7 +263,7 @@ def _report(use: _Use, names: ModuleNames, torch: str | None, quote: str) -> Rep
         message += " (its positional arguments must become keywords: the order differs)"
     fix = Fix(
         FixSafety.SAFE,
-        f"Use `torch.amp.{api.name}` with device \"{api.device}\"",
+        f'Use `torch.amp.{api.name}` with device "{api.device}"',
         edits=(Edit(use.node, replacement),),
         imports=("torch",) if torch == "torch" and "torch" not in names.bindings else (),
         unused_imports=_from_import_of(use.target, names),
@@ -321,9 +326,7 @@ class _Scan:
                 self._push_target(stack, node.target)
             elif isinstance(node, _TARGET_AND_MORE):
                 self._push_target(stack, node.target)
-                stack.extend(
-                    child for child in child_nodes(node) if child is not node.target
-                )
+                stack.extend(child for child in child_nodes(node) if child is not node.target)
             elif isinstance(node, cst.FunctionDef):
                 stack.extend(node.decorators)
                 push(node.params)
@@ -481,9 +484,11 @@ def _insert_arg(call: cst.Call, args: Sequence[cst.Arg], at: int, new: cst.Arg) 
         result[-1] = last.with_changes(
             comma=last.comma.with_changes(whitespace_after=_line_break_after(after, layout))
         )
-        result.append(new.with_changes(comma=last.comma.with_changes(
-            whitespace_after=_without_comment(after)
-        )))
+        result.append(
+            new.with_changes(
+                comma=last.comma.with_changes(whitespace_after=_without_comment(after))
+            )
+        )
         return result
     after = last.whitespace_after_arg
     result[-1] = last.with_changes(

@@ -18,7 +18,7 @@ FLOAT16_OVERFLOWING_EPS_BELOW = 1.0 / FLOAT16_MAX
 
 
 def half_phrase(dtype: DType) -> str:
-    """"float16", or a hedge when the autocast dtype is not known."""
+    """ "float16", or a hedge when the autocast dtype is not known."""
     if dtype.is_float16:
         return "float16"
     return "float16 (when the autocast dtype is float16)"
@@ -49,8 +49,4 @@ def is_tensor_index(index: cst.BaseExpression, ctx: ExecutionContext) -> bool:
 
 
 def subscript_indices(node: cst.Subscript) -> list[cst.BaseExpression]:
-    return [
-        element.slice.value
-        for element in node.slice
-        if isinstance(element.slice, cst.Index)
-    ]
+    return [element.slice.value for element in node.slice if isinstance(element.slice, cst.Index)]

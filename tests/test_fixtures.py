@@ -1,0 +1,266 @@
+"""Golden-file tests for every rule, driven by the files in tests/fixtures/<CODE>-<name>/.
+
+For each `bad*.py` there is:
+
+* `<stem>.expected`: the exact output of `amp-lint check --select <CODE> <file>` run in the
+  fixture folder; flake8 (`--select=<CODE>`) must print the same lines;
+* `<stem>.fixed.py`: the file after `--fix --unsafe-fixes` (absent: the file has no fix);
+* optionally `<stem>.safe-fixed.py`: the file after `--fix` alone. When absent, `--fix` gives
+  `<stem>.fixed.py` if every fix in the file is safe, and leaves the file alone if none is.
+
+Each `good*.py` has no finding for the folder's code. `AMP_LINT_REGENERATE=1` rewrites the
+expectations from the current output instead of comparing; review that diff before committing
+(see tests/README.md).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+AMP_LINT = Path(sys.executable).parent / "amp-lint"
+REGENERATE = os.environ.get("AMP_LINT_REGENERATE") == "1"
+REGENERATE_HINT = (
+    "run `AMP_LINT_REGENERATE=1 python -m pytest tests/test_fixtures.py` and review the diff"
+)
+FIXED_SUFFIXES = (".fixed.py", ".safe-fixed.py")
+FOLDER_NAME = re.compile(r"^(?P<code>AMP\d{3})-(?P<name>[a-z0-9]+(?:-[a-z0-9]+)*)$")
+
+
+def fixture_folders() -> list[Path]:
+    return sorted(p for p in FIXTURES.iterdir() if p.is_dir() and FOLDER_NAME.match(p.name))
+
+
+def code_of(folder: Path) -> str:
+    return folder.name.split("-", 1)[0]
+
+
+def sources(folder: Path, prefix: str) -> list[Path]:
+    return sorted(p for p in folder.glob(f"{prefix}*.py") if not p.name.endswith(FIXED_SUFFIXES))
+
+
+def sibling(source: Path, suffix: str) -> Path:
+    return source.with_name(source.name[: -len(".py")] + suffix)
+
+
+def params(prefix: str) -> list[object]:
+    return [
+        pytest.param(source, id=f"{folder.name}/{source.name}")
+        for folder in fixture_folders()
+        for source in sources(folder, prefix)
+    ]
+
+
+BAD = params("bad")
+GOOD = params("good")
+
+
+def amp_lint(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(AMP_LINT), *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def flake8(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "flake8", "--isolated", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def expect_bytes(path: Path, actual: bytes | None) -> None:
+    """Compare with the golden file; None means the golden file must not exist."""
+    if REGENERATE:
+        if actual is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_bytes(actual)
+        return
+    if actual is None:
+        assert not path.exists(), f"{path.name} is stale (nothing changes); {REGENERATE_HINT}"
+        return
+    assert path.exists(), f"{path.name} is missing; {REGENERATE_HINT}"
+    expected = path.read_bytes()
+    if actual != expected:
+        # Compare as text first, for a readable pytest diff.
+        assert actual.decode("utf-8", "replace") == expected.decode("utf-8", "replace")
+        assert actual == expected
+
+
+def fixed_copy(source: Path, tmp_path: Path, *flags: str) -> tuple[bytes, str]:
+    """Run `check --fix <flags>` on a copy of the fixture folder: (new bytes, stderr)."""
+    copy = tmp_path / source.parent.name
+    shutil.copytree(source.parent, copy)
+    result = amp_lint(copy, "check", "--select", code_of(source.parent), *flags, source.name)
+    assert result.returncode in (0, 1), result.stderr
+    return (copy / source.name).read_bytes(), result.stderr
+
+
+def assert_parses(code: bytes, name: str) -> None:
+    compile(ast.parse(code, filename=name), name, "exec")
+
+
+# bad files
+
+
+@pytest.mark.parametrize("source", BAD)
+def test_cli_output_is_expected(source: Path) -> None:
+    result = amp_lint(source.parent, "check", "--select", code_of(source.parent), source.name)
+    assert result.returncode in (0, 1), result.stderr
+    assert result.stdout, f"{source.name} has no {code_of(source.parent)} finding"
+    assert result.returncode == 1
+    expect_bytes(sibling(source, ".expected"), result.stdout.encode())
+
+
+@pytest.mark.parametrize("source", BAD)
+def test_flake8_prints_the_same_lines(source: Path) -> None:
+    expected = sibling(source, ".expected")
+    assert expected.exists(), f"{expected.name} is missing; {REGENERATE_HINT}"
+    result = flake8(source.parent, f"--select={code_of(source.parent)}", source.name)
+    assert result.stderr == ""
+    assert result.stdout.splitlines() == expected.read_text().splitlines()
+
+
+@pytest.mark.parametrize("source", BAD)
+def test_all_fixes_give_fixed_file(source: Path, tmp_path: Path) -> None:
+    fixed, _ = fixed_copy(source, tmp_path, "--fix", "--unsafe-fixes")
+    changed = fixed != source.read_bytes()
+    expect_bytes(sibling(source, ".fixed.py"), fixed if changed else None)
+    assert_parses(fixed, source.name)
+    copy = tmp_path / source.parent.name
+    second = amp_lint(
+        copy, "check", "--select", code_of(source.parent), "--fix", "--unsafe-fixes", source.name
+    )
+    assert second.returncode in (0, 1), second.stderr
+    assert (copy / source.name).read_bytes() == fixed, "a second --fix changed the file again"
+
+
+@pytest.mark.parametrize("source", BAD)
+def test_safe_fixes_give_safe_fixed_file(source: Path, tmp_path: Path) -> None:
+    safeties = fix_safeties(source)
+    safe_fixed, _ = fixed_copy(source, tmp_path, "--fix")
+    assert_parses(safe_fixed, source.name)
+    all_fixed = sibling(source, ".fixed.py")
+    default: bytes | None
+    if safeties == {"safe"}:
+        default = (all_fixed if all_fixed.exists() else source).read_bytes()
+    elif "safe" not in safeties:
+        default = source.read_bytes()
+    else:
+        default = None  # mixed: only a .safe-fixed.py file can say what --fix gives
+    explicit = sibling(source, ".safe-fixed.py")
+    if REGENERATE:
+        expect_bytes(explicit, None if safe_fixed == default else safe_fixed)
+    elif explicit.exists():
+        expect_bytes(explicit, safe_fixed)
+    else:
+        assert default is not None, (
+            f"{source.name} has safe and unsafe fixes: it needs {explicit.name}; {REGENERATE_HINT}"
+        )
+        assert safe_fixed.decode() == default.decode()
+
+
+def fix_safeties(source: Path) -> set[str]:
+    result = amp_lint(
+        source.parent, "check", "--format", "json", "--select", code_of(source.parent), source.name
+    )
+    assert result.returncode in (0, 1), result.stderr
+    return {f["fix"]["safety"] for f in json.loads(result.stdout) if f["fix"] is not None}
+
+
+@pytest.mark.parametrize("source", BAD)
+def test_diff_writes_nothing(source: Path, tmp_path: Path) -> None:
+    copy = tmp_path / source.parent.name
+    shutil.copytree(source.parent, copy)
+    result = amp_lint(
+        copy, "check", "--select", code_of(source.parent), "--diff", "--unsafe-fixes", source.name
+    )
+    assert (copy / source.name).read_bytes() == source.read_bytes()
+    has_fix = sibling(source, ".fixed.py").exists()
+    assert result.returncode == (1 if has_fix else 0), result.stderr
+    assert result.stdout.startswith(f"--- a/{source.name}\n") if has_fix else not result.stdout
+
+
+# good files
+
+
+@pytest.mark.parametrize("source", GOOD)
+def test_good_file_has_no_findings(source: Path) -> None:
+    code = code_of(source.parent)
+    result = amp_lint(source.parent, "check", "--select", code, source.name)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    assert flake8(source.parent, f"--select={code}", source.name).stdout == ""
+
+
+# the fixture folders themselves
+
+
+def test_every_rule_has_fixtures() -> None:
+    from amp_lint.rules import all_rules
+
+    for rule in all_rules():
+        folder = FIXTURES / f"{rule.code}-{rule.name}"
+        assert folder.is_dir(), f"{rule.code}: no fixture folder {folder.name}"
+        assert sources(folder, "bad"), f"{folder.name}: no bad*.py"
+        assert sources(folder, "good"), f"{folder.name}: no good*.py"
+
+
+def test_every_fixture_folder_belongs_to_a_rule() -> None:
+    from amp_lint.rules import all_rules
+
+    names = {f"{rule.code}-{rule.name}" for rule in all_rules()}
+    strays = [p.name for p in FIXTURES.iterdir() if p.is_dir() and p.name not in names]
+    assert not [name for name in strays if name != "__pycache__"]
+
+
+def test_golden_files_have_a_source() -> None:
+    for folder in fixture_folders():
+        for golden in [*folder.glob("*.expected"), *folder.glob("*.fixed.py")]:
+            stem = golden.name.split(".", 1)[0]
+            assert (folder / f"{stem}.py").exists(), f"{folder.name}/{golden.name}: no {stem}.py"
+
+
+def test_rule_metadata() -> None:
+    from amp_lint.rules import all_rules
+
+    rules = all_rules()
+    assert rules
+    for rule in rules:
+        assert re.fullmatch(r"AMP\d{3}", rule.code), rule.code
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule.name), rule.name
+        for attribute in ("summary", "why", "example", "fixed_example", "fix_safety"):
+            assert getattr(rule, attribute).strip(), f"{rule.code}: empty {attribute}"
+    assert len({rule.code for rule in rules}) == len(rules)
+    assert len({rule.name for rule in rules}) == len(rules)
+
+
+def test_fixture_files_pass_the_prefilter() -> None:
+    """The prefilter skips files without AMP words; it must never skip a file with findings."""
+    from amp_lint.config import Config
+    from amp_lint.files import has_amp_vocabulary
+
+    for folder in fixture_folders():
+        for source in sources(folder, "bad"):
+            assert has_amp_vocabulary(source.read_bytes(), Config()), source
+
+
+def test_fixture_runs_are_hermetic() -> None:
+    """A [tool.amp-lint] table above tests/fixtures would change fixture output: only a
+    pyproject.toml inside a fixture folder may configure it."""
+    from amp_lint.config import find_config_file
+
+    for folder in fixture_folders():
+        found = find_config_file(folder)
+        assert found is None or found.parent == folder, found

@@ -1,0 +1,98 @@
+"""The flake8 plugin, run through the real flake8: registered, quiet on unrelated files, and
+reporting the same positions as `amp-lint check`."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from amp_lint import __version__
+from amp_lint.flake8_plugin import AmpLintChecker
+
+AMP_LINT = Path(sys.executable).parent / "amp-lint"
+FIXTURES = Path(__file__).parent / "fixtures"
+DEPRECATED = "import torch\n\nwith torch.cuda.amp.autocast():\n    pass\n"
+
+
+def flake8(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "flake8", "--isolated", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def amp_lint(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(AMP_LINT), *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_plugin_is_registered(tmp_path: Path) -> None:
+    result = flake8(tmp_path, "--version")
+    assert result.returncode == 0
+    assert f"amp-lint: {__version__}" in result.stdout
+
+
+def test_file_without_amp_vocabulary_is_not_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    def must_not_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("lint_source called for a file without AMP vocabulary")
+
+    monkeypatch.setattr("amp_lint.flake8_plugin.lint_source", must_not_run)
+    lines = ["import torch\n", "x = torch.ones(3).sum()\n"]
+    checker = AmpLintChecker(ast.parse("".join(lines)), lines, "plain.py")
+    assert list(checker.run()) == []
+
+
+def test_unparsable_file_yields_nothing() -> None:
+    lines = ["import torch\n", "with torch.autocast(:\n"]
+    assert list(AmpLintChecker(ast.Module(body=[], type_ignores=[]), lines, "x.py").run()) == []
+
+
+def test_internal_error_is_one_amp999_finding(monkeypatch: pytest.MonkeyPatch) -> None:
+    def explode(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("amp_lint.flake8_plugin.lint_source", explode)
+    lines = DEPRECATED.splitlines(keepends=True)
+    results = list(AmpLintChecker(ast.parse(DEPRECATED), lines, "x.py").run())
+    assert [(line, column) for line, column, _, _ in results] == [(1, 0)]
+    assert results[0][2].startswith("AMP999 ")
+
+
+def test_positions_equal_the_cli(tmp_path: Path) -> None:
+    (tmp_path / "deprecated.py").write_text(DEPRECATED)
+    cli = amp_lint(tmp_path, "check", "deprecated.py")
+    plugin = flake8(tmp_path, "--select=AMP", "deprecated.py")
+    assert cli.stdout
+    assert plugin.stdout == cli.stdout
+
+
+def test_noqa_is_left_to_flake8(tmp_path: Path) -> None:
+    (tmp_path / "noqa.py").write_text(
+        "import torch\n\nwith torch.cuda.amp.autocast():  # noqa: AMP401\n    pass\n"
+    )
+    assert flake8(tmp_path, "--select=AMP", "noqa.py").stdout == ""
+    result = flake8(tmp_path, "--select=AMP", "--disable-noqa", "noqa.py")
+    assert result.stdout.startswith("noqa.py:3:6: AMP401 ")
+
+
+def test_positions_equal_the_cli_on_every_fixture() -> None:
+    bad_files = [
+        path
+        for path in sorted(FIXTURES.glob("AMP*/bad*.py"))
+        if not path.name.endswith((".fixed.py", ".safe-fixed.py"))
+        # The CLI reads the cwd's config, the plugin each file's: compare unconfigured folders.
+        and not (path.parent / "pyproject.toml").exists()
+    ]
+    names = [str(p.relative_to(FIXTURES)) for p in bad_files]
+    cli = amp_lint(FIXTURES, "check", *names)
+    plugin = flake8(FIXTURES, "--select=AMP", *names)
+    assert cli.stdout
+    assert sorted(plugin.stdout.splitlines()) == sorted(cli.stdout.splitlines())
