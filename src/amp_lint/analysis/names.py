@@ -12,17 +12,10 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from amp_lint.analysis.outline import small_statements
+from amp_lint.analysis.compat import fallback_statements
+from amp_lint.analysis.outline import dotted_name, simple_lines
 
-
-def dotted_name(node: cst.BaseExpression) -> str | None:
-    """`a.b.c` as "a.b.c"; None for anything that is not a plain name chain."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = dotted_name(node.value)
-        return f"{base}.{node.attr.value}" if base else None
-    return None
+__all__ = ["ModuleNames", "collect_names", "dotted_name", "module_of_import_from"]
 
 
 @dataclass
@@ -62,13 +55,34 @@ def module_of_import_from(node: cst.ImportFrom) -> str | None:
 
 
 def collect_names(module: cst.Module) -> ModuleNames:
+    """Bindings of every import. Where `try: from torch import GradScaler` is followed by
+    `except ImportError: from torch.cuda.amp import GradScaler`, the import outside the
+    fallback wins: it is what runs on the PyTorch versions amp-lint reasons about."""
     names = ModuleNames()
-    for small in small_statements(module):
+    fallback = fallback_statements(module)
+    fallback_names = ModuleNames()
+    for line, small in _import_statements(module):
+        target = fallback_names if id(line) in fallback else names
         if isinstance(small, cst.Import):
-            _add_import(names, small)
+            _add_import(target, small)
         elif isinstance(small, cst.ImportFrom):
-            _add_import_from(names, small)
+            _add_import_from(target, small)
+    for local, qualified in fallback_names.bindings.items():
+        names.bindings.setdefault(local, qualified)
+    for key, nodes in fallback_names.from_imports.items():
+        names.from_imports.setdefault(key, []).extend(nodes)
     return names
+
+
+def _import_statements(
+    module: cst.Module,
+) -> list[tuple[cst.SimpleStatementLine, cst.Import | cst.ImportFrom]]:
+    found = []
+    for line in simple_lines(module):
+        for small in line.body:
+            if isinstance(small, (cst.Import, cst.ImportFrom)):
+                found.append((line, small))
+    return found
 
 
 def _add_import(names: ModuleNames, node: cst.Import) -> None:

@@ -20,6 +20,22 @@ def walk_statements(module: cst.Module) -> Iterator[cst.BaseStatement]:
             stack.extend(reversed(list(_nested_statements(statement))))
 
 
+def dotted_name(node: cst.BaseExpression) -> str | None:
+    """`a.b.c` as "a.b.c"; None for anything that is not a plain name chain."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted_name(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    return None
+
+
+def simple_lines(module: cst.Module) -> Iterator[cst.SimpleStatementLine]:
+    for statement in walk_statements(module):
+        if isinstance(statement, cst.SimpleStatementLine):
+            yield statement
+
+
 def small_statements(module: cst.Module) -> Iterator[cst.BaseSmallStatement]:
     for statement in walk_statements(module):
         if isinstance(statement, cst.SimpleStatementLine):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from amp_lint.analysis.compat import fallback_nodes
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import ModuleNames, dotted_name
 from amp_lint.analysis.outline import child_nodes
@@ -219,6 +220,9 @@ hand (flake8's F401 points them out)."""
         scan.run(facts.module)
         if not scan.uses:
             return
+        # Fallbacks for old PyTorch keep the old spelling on purpose and never run on 2.4+.
+        compatibility_code = fallback_nodes(facts.module)
+        scan.uses = [use for use in scan.uses if id(use.node) not in compatibility_code]
         torch = _torch_spelling(names)
         quote = "'" if scan.single_quoted > scan.double_quoted else '"'
         for use in scan.uses:
