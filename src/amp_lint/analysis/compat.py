@@ -62,9 +62,9 @@ def fallback_statements(module: cst.Module) -> set[int]:
                     stack.extend(child.body)
                 elif isinstance(child, cst.If):
                     stack.append(child)
-                elif isinstance(
-                    child, (cst.Else, cst.ExceptHandler, cst.Finally)
-                ) and isinstance(child.body, cst.IndentedBlock):
+                elif isinstance(child, (cst.Else, cst.ExceptHandler, cst.Finally)) and isinstance(
+                    child.body, cst.IndentedBlock
+                ):
                     stack.extend(child.body.body)
     return inside
 

@@ -24,6 +24,9 @@ class ModuleNames:
     bindings: dict[str, str] = field(default_factory=dict)
     # (module, name) -> the ImportFrom nodes that import it
     from_imports: dict[tuple[str, str], list[cst.ImportFrom]] = field(default_factory=dict)
+    # Local names bound by an import inside a block (a function, `if`, `try`): removing such
+    # an import could leave the block empty, so fixes leave them alone.
+    nested: set[str] = field(default_factory=set)
 
     def qualified_name(self, node: cst.BaseExpression) -> str | None:
         """The imported thing an expression names, e.g. `F.linear` -> "torch.nn.functional.linear".
@@ -61,17 +64,36 @@ def collect_names(module: cst.Module) -> ModuleNames:
     names = ModuleNames()
     fallback = fallback_statements(module)
     fallback_names = ModuleNames()
+    top_level = {id(statement) for statement in module.body}
+    fallback_first: dict[str, str] = {}
     for line, small in _import_statements(module):
+        if id(line) not in top_level:
+            names.nested.update(_locals_bound(small))
         target = fallback_names if id(line) in fallback else names
         if isinstance(small, cst.Import):
             _add_import(target, small)
         elif isinstance(small, cst.ImportFrom):
             _add_import_from(target, small)
-    for local, qualified in fallback_names.bindings.items():
+        # Between two fallbacks (`if new: import a else: import b`), the first one wins.
+        for local, qualified in fallback_names.bindings.items():
+            fallback_first.setdefault(local, qualified)
+    for local, qualified in fallback_first.items():
         names.bindings.setdefault(local, qualified)
     for key, nodes in fallback_names.from_imports.items():
         names.from_imports.setdefault(key, []).extend(nodes)
     return names
+
+
+def _locals_bound(node: cst.Import | cst.ImportFrom) -> list[str]:
+    if isinstance(node.names, cst.ImportStar):
+        return []
+    bound = []
+    for alias in node.names:
+        name = alias.asname.name if alias.asname is not None else alias.name
+        local = dotted_name(name) if isinstance(name, (cst.Name, cst.Attribute)) else None
+        if local:
+            bound.append(local.split(".", 1)[0])
+    return bound
 
 
 def _import_statements(

@@ -405,6 +405,8 @@ def _from_import_of(
     if dotted is None:
         return ()
     head = dotted.split(".", 1)[0]
+    if head in names.nested:
+        return ()  # removing it could leave its `if`/`try` block empty
     bound = names.bindings.get(head, "")
     module, _, name = bound.rpartition(".")
     for statement in names.from_imports.get((module, name), ()):
