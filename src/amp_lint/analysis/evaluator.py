@@ -15,20 +15,16 @@ from amp_lint.analysis import semantics
 from amp_lint.analysis.calls import LOCAL_PREFIX
 from amp_lint.analysis.dtypes import (
     BOOL,
-    INTEGER,
     OTHER,
     SCALAR,
-    UNKNOWN,
-    DType,
     DTypeKind,
-    dtype_from_torch_name,
-    join,
     promote,
 )
 from amp_lint.analysis.frames import Frame
 from amp_lint.analysis.names import dotted_name
 from amp_lint.analysis.outline import child_nodes
 from amp_lint.analysis.regions import region_from_call
+from amp_lint.analysis.torch_calls import TorchCalls
 from amp_lint.analysis.values import UNKNOWN_VALUE, Value, join_values
 
 if TYPE_CHECKING:
@@ -64,6 +60,7 @@ class Evaluator:
         self.interpreter = interpreter
         self.names = interpreter.facts.names
         self.index = interpreter.index
+        self.torch_calls = TorchCalls(self)
 
     def evaluate(self, node: cst.BaseExpression, frame: Frame) -> Value:
         cached = frame.cache.get(id(node))
@@ -230,7 +227,7 @@ class Evaluator:
         func = node.func
         qualified = self.names.qualified_name(func)
         if qualified is not None:
-            return self._qualified_call(qualified, node, frame)
+            return self.torch_calls.qualified_call(qualified, node, frame)
         if isinstance(func, cst.Name):
             return self._name_call(func, node, frame)
         if isinstance(func, cst.Attribute):
@@ -274,141 +271,13 @@ class Evaluator:
         receiver = self.evaluate(receiver_node, frame)
         if receiver.instance_of is not None:
             return self.interpreter.call_method(receiver, method, node, frame)
-        value = self._tensor_method(method, receiver, node, frame)
+        value = self.torch_calls.tensor_method(method, receiver, node, frame)
         if method in semantics.CONVERSION_METHODS or method in ("to", "type", "type_as"):
             from_half = receiver.dtype if receiver.dtype.is_half else None
             if value.dtype.kind is DTypeKind.INTEGER and from_half is not None:
                 return Value(value.dtype, conversion=node, integer_from=from_half)
             return Value(value.dtype, conversion=node)
         return value
-
-    def _tensor_method(self, method: str, receiver: Value, node: cst.Call, frame: Frame) -> Value:
-        dtype = receiver.dtype
-        if method in semantics.CONVERSION_METHODS:
-            return Value(semantics.CONVERSION_METHODS[method])
-        if method in ("to", "type"):
-            return Value(self._to_dtype(node, dtype, frame))
-        if method == "type_as" and node.args:
-            return Value(self.evaluate(node.args[0].value, frame).dtype)
-        if method in semantics.BOOL_METHODS:
-            return Value(BOOL)
-        if method in semantics.INTEGER_METHODS:
-            return Value(INTEGER)
-        if method in semantics.SCALAR_METHODS:
-            return Value(SCALAR)
-        if method in semantics.NEW_FACTORIES:
-            explicit = self._dtype_keyword(node)
-            return Value(explicit or dtype)
-        if not (dtype.is_known_tensor or dtype.kind is DTypeKind.UNKNOWN):
-            return UNKNOWN_VALUE
-        inputs = [dtype]
-        positional = _positional(node)
-        if method in semantics.BINARY_OPS and positional:
-            inputs.append(self.evaluate(positional[0], frame).dtype)
-        if method == "where" and len(positional) > 1:
-            inputs.append(self.evaluate(positional[1], frame).dtype)
-        return Value(semantics.op_result(method, inputs, frame.active_region))
-
-    def _to_dtype(self, node: cst.Call, current: DType, frame: Frame) -> DType:
-        """`x.to(torch.float16)`, `x.to(y.dtype)`, `x.to(y)`, `x.to(device)`."""
-        for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value not in ("dtype", "device", "other"):
-                continue
-            target = self._dtype_expression(arg.value, frame)
-            if target is not None:
-                return target
-            value = self.evaluate(arg.value, frame)
-            if value.dtype.is_known_tensor:
-                return value.dtype  # x.to(other_tensor)
-            if not _looks_like_device(arg.value):
-                return UNKNOWN
-        return current
-
-    def _dtype_expression(self, node: cst.BaseExpression, frame: Frame) -> DType | None:
-        """The dtype an expression such as `torch.float16` or `y.dtype` denotes."""
-        explicit = dtype_from_torch_name(self.names.qualified_name(node))
-        if explicit is not None:
-            return explicit
-        if isinstance(node, cst.Attribute) and node.attr.value == "dtype":
-            base = self.evaluate(node.value, frame).dtype
-            return base if base.is_known_tensor else UNKNOWN
-        return None
-
-    def _dtype_keyword(self, node: cst.Call) -> DType | None:
-        for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value == "dtype":
-                return dtype_from_torch_name(self.names.qualified_name(arg.value)) or UNKNOWN
-        return None
-
-    def _qualified_call(self, qualified: str, node: cst.Call, frame: Frame) -> Value:
-        if qualified in _MATH_CONSTANTS or qualified.startswith("math."):
-            return Value(SCALAR)
-        explicit = self._dtype_keyword(node)
-        name = qualified.rsplit(".", 1)[-1]
-        positional = _positional(node)
-        if qualified.startswith("torch.") and name in semantics.LIKE_FACTORIES:
-            like = self.evaluate(positional[0], frame).dtype if positional else UNKNOWN
-            return Value(explicit or like)
-        if qualified in (
-            "torch." + n
-            for n in (
-                "zeros",
-                "ones",
-                "empty",
-                "rand",
-                "randn",
-                "full",
-                "eye",
-                "linspace",
-                "logspace",
-                "randint",
-                "normal",
-            )
-        ):
-            fill = self.evaluate(positional[1], frame).constant if len(positional) > 1 else None
-            return Value(explicit or semantics.factory_dtype(name, fill))
-        if qualified in ("torch.tensor", "torch.as_tensor", "torch.arange"):
-            return Value(explicit or UNKNOWN)
-        if qualified in ("torch.where",) and len(positional) == 3:
-            inputs = [self.evaluate(p, frame).dtype for p in positional[1:]]
-            return Value(semantics.op_result("where", inputs, frame.active_region))
-        if qualified in ("torch.cat", "torch.stack", "torch.concat") and positional:
-            inputs = self._sequence_dtypes(positional[0], frame)
-            return Value(semantics.op_result(name, inputs, frame.active_region))
-        if name[:1].isupper():
-            return Value(OTHER, instance_of=qualified)
-        op = semantics.op_name_for_function(qualified)
-        if op is None:
-            return UNKNOWN_VALUE
-        if op in semantics.CONVERSION_METHODS and positional:
-            return self._tensor_method(op, self.evaluate(positional[0], frame), node, frame)
-        data = positional[:2] if op in semantics.BINARY_OPS else positional[:1]
-        if op == "einsum":
-            data = positional[1:]
-        inputs = [self.evaluate(p, frame).dtype for p in data]
-        if explicit is not None:
-            return Value(explicit)
-        return Value(semantics.op_result(op, inputs, frame.active_region))
-
-    def _sequence_dtypes(self, node: cst.BaseExpression, frame: Frame) -> list[DType]:
-        if isinstance(node, (cst.List, cst.Tuple)):
-            return [
-                self.evaluate(element.value, frame).dtype
-                for element in node.elements
-                if isinstance(element, cst.Element)
-            ] or [UNKNOWN]
-        return [UNKNOWN]
-
-
-def _positional(node: cst.Call) -> list[cst.BaseExpression]:
-    return [arg.value for arg in node.args if arg.keyword is None and not arg.star]
-
-
-def _looks_like_device(node: cst.BaseExpression) -> bool:
-    if isinstance(node, cst.SimpleString):
-        return True
-    name = dotted_name(node)
-    return name is not None and (name.split(".")[-1] in ("device", "dev") or "device" in name)
 
 
 def _fold(op: str | None, left: float | None, right: float | None) -> float | None:
@@ -446,10 +315,3 @@ def _builtin_number(name: str, constant: float | None, arg: cst.Arg) -> float | 
         except ValueError:
             return None
     return None
-
-
-def join_dtypes(dtypes: list[DType]) -> DType:
-    result = dtypes[0] if dtypes else UNKNOWN
-    for dtype in dtypes[1:]:
-        result = join(result, dtype)
-    return result

@@ -14,19 +14,18 @@ from collections.abc import Iterator
 import libcst as cst
 
 from amp_lint.analysis.calls import LOCAL_PREFIX, CallSite, ClassInfo, build_index
-from amp_lint.analysis.dtypes import FLOAT16, FLOAT32, OTHER, DType
+from amp_lint.analysis.dtypes import FLOAT32, OTHER, DType
+from amp_lint.analysis.entry_points import assumed_entry_points, decorator_regions
 from amp_lint.analysis.evaluator import Evaluator
 from amp_lint.analysis.frames import ExecutionContext, Frame
 
 __all__ = ["ExecutionContext", "Interpreter", "run_interpreter"]
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import dotted_name
-from amp_lint.analysis.outline import calls_in, child_nodes, walk_statements
+from amp_lint.analysis.outline import child_nodes
 from amp_lint.analysis.regions import (
     AutocastRegion,
     accelerate_settings,
-    grad_scaler_device,
-    region_from_call,
 )
 from amp_lint.analysis.semantics import NN_MODULE_OPS, PARAMETRIZED_MODULES, op_result
 from amp_lint.analysis.values import UNKNOWN_VALUE, Env, Value, join_values
@@ -58,8 +57,10 @@ class Interpreter:
         module_frame = Frame(env=self.module_env, regions=())
         self.exec_block(self.facts.module.body, module_frame)
         for function in self.index.all_functions:
-            self.run_root(function, self._decorator_regions(function), None)
-        for function, region, why in self._assumed_roots():
+            self.run_root(
+                function, decorator_regions(function, self.facts.names, self.accelerate), None
+            )
+        for function, region, why in assumed_entry_points(self.facts, self.index, self.accelerate):
             self.run_root(function, (region,), why)
         return list(self.reports.values())
 
@@ -71,45 +72,8 @@ class Interpreter:
             env=Env(), regions=regions, self_class=owner, function=function, assumption=why
         )
         if owner is not None:
-            self._bind_self(frame, owner)
-        self._run_body(function, frame)
-
-    def _assumed_roots(self) -> Iterator[tuple[cst.FunctionDef, AutocastRegion, str]]:
-        config = self.facts.config
-        if config.forward_under_autocast:
-            region = self._file_autocast()
-            if region is not None:
-                for info in self.index.classes.values():
-                    forward = info.methods.get("forward")
-                    if info.is_nn_module and forward is not None:
-                        why = (
-                            f"`{info.name}.forward` assumed to run under this file's "
-                            f"{region.describe()}"
-                        )
-                        yield forward, region, why
-        configured = AutocastRegion(None, FLOAT16, True, "configured")
-        for name in config.autocast_functions:
-            function = self._function_named(name)
-            if function is not None:
-                yield function, configured, f"`{name}` configured to run under autocast"
-
-    def _function_named(self, name: str) -> cst.FunctionDef | None:
-        class_name, _, method = name.rpartition(".")
-        if not class_name:
-            return self.index.functions.get(name)
-        info = self.index.classes.get(class_name.rsplit(".", 1)[-1])
-        return info.methods.get(method) if info else None
-
-    def _file_autocast(self) -> AutocastRegion | None:
-        """The fp16 autocast this file uses (regions or a GradScaler), if any."""
-        regions, scaler_devices = _regions_and_scalers(self)
-        fp16 = [r for r in regions if r.may_be_float16]
-        if not fp16 and not scaler_devices:
-            return None
-        devices = {r.device for r in fp16} | scaler_devices
-        device = devices.pop() if len(devices) == 1 else None
-        explicit = scaler_devices or any(r.dtype == FLOAT16 for r in fp16)
-        return AutocastRegion(device, FLOAT16 if explicit else None, True, "assumed")
+            frame.env.set("self", Value(OTHER, instance_of=f"{LOCAL_PREFIX}.{owner.name}"))
+        self._exec_suite(function.body, frame)
 
     # --- statements ------------------------------------------------------------------------
 
@@ -282,7 +246,7 @@ class Interpreter:
         )
         if not worth_following or caller.depth >= MAX_CALL_DEPTH:
             return UNKNOWN_VALUE
-        regions = caller.regions + self._decorator_regions(function)
+        regions = caller.regions + decorator_regions(function, self.facts.names, self.accelerate)
         key: MemoKey = (
             id(function),
             tuple(a.dtype for a in arguments),
@@ -306,7 +270,7 @@ class Interpreter:
         if bound_self is not None:
             frame.env.set("self", bound_self)
         self._bind_arguments(function, call, arguments, frame, skip_self=owner is not None)
-        self._run_body(function, frame)
+        self._exec_suite(function.body, frame)
         result = _join_all(frame.returns)
         self.in_progress.discard(key)
         self.memo[key] = result
@@ -355,12 +319,6 @@ class Interpreter:
             current = next((b for b in bases if b is not None), None)
         return None
 
-    def _run_body(self, function: cst.FunctionDef, frame: Frame) -> None:
-        self._exec_suite(function.body, frame)
-
-    def _bind_self(self, frame: Frame, owner: ClassInfo) -> None:
-        frame.env.set("self", Value(OTHER, instance_of=f"{LOCAL_PREFIX}.{owner.name}"))
-
     def _bind_arguments(
         self,
         function: cst.FunctionDef,
@@ -390,15 +348,6 @@ class Interpreter:
         for param in params + list(function.params.kwonly_params):
             if param.name.value in by_keyword:
                 frame.env.set(param.name.value, by_keyword[param.name.value])
-
-    def _decorator_regions(self, function: cst.FunctionDef) -> tuple[AutocastRegion, ...]:
-        regions = []
-        for decorator in function.decorators:
-            if isinstance(decorator.decorator, cst.Call):
-                region = region_from_call(decorator.decorator, self.facts.names, self.accelerate)
-                if region is not None:
-                    regions.append(region)
-        return tuple(regions)
 
 
 def _is_static(function: cst.FunctionDef) -> bool:
@@ -444,39 +393,6 @@ def _walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.BaseSuite)):
             continue
         stack.extend(reversed(child_nodes(node)))
-
-
-def _regions_and_scalers(
-    interpreter: Interpreter,
-) -> tuple[list[AutocastRegion], set[str | None]]:
-    """Autocast regions opened anywhere in the module (as `with` items, decorators, or
-    context objects assigned to names) and the devices of GradScalers it creates."""
-    names, accelerate = interpreter.facts.names, interpreter.accelerate
-    regions: list[AutocastRegion] = []
-    scaler_devices: set[str | None] = set()
-    for call in _context_and_assignment_calls(interpreter.facts.module):
-        region = region_from_call(call, names, accelerate)
-        if region is not None:
-            regions.append(region)
-            continue
-        is_scaler, device = grad_scaler_device(call, names)
-        if is_scaler:
-            scaler_devices.add(device)
-    return regions, scaler_devices
-
-
-def _context_and_assignment_calls(module: cst.Module) -> Iterator[cst.Call]:
-    for statement in walk_statements(module):
-        if isinstance(statement, cst.With):
-            for item in statement.items:
-                yield from calls_in(item.item)
-        elif isinstance(statement, cst.FunctionDef):
-            for decorator in statement.decorators:
-                yield from calls_in(decorator.decorator)
-        elif isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
-                    yield from calls_in(small.value)
 
 
 def run_interpreter(facts: ModuleFacts, rules: list[Rule]) -> list[tuple[Rule, Report]]:

@@ -1,0 +1,166 @@
+"""Calls into torch: tensor methods (`x.float()`, `x.to(...)`, `x.sum()`), torch functions
+(`torch.zeros`, `F.softmax`, `torch.cat`) and what each does to dtypes under autocast."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from amp_lint.analysis import semantics
+from amp_lint.analysis.dtypes import (
+    BOOL,
+    INTEGER,
+    OTHER,
+    SCALAR,
+    UNKNOWN,
+    DType,
+    DTypeKind,
+    dtype_from_torch_name,
+)
+from amp_lint.analysis.frames import Frame
+from amp_lint.analysis.names import dotted_name
+from amp_lint.analysis.values import UNKNOWN_VALUE, Value
+
+if TYPE_CHECKING:
+    from amp_lint.analysis.evaluator import Evaluator
+
+
+class TorchCalls:
+    def __init__(self, evaluator: Evaluator) -> None:
+        self.evaluator = evaluator
+        self.names = evaluator.names
+
+    def tensor_method(self, method: str, receiver: Value, node: cst.Call, frame: Frame) -> Value:
+        dtype = receiver.dtype
+        if method in semantics.CONVERSION_METHODS:
+            return Value(semantics.CONVERSION_METHODS[method])
+        if method in ("to", "type"):
+            return Value(self._to_dtype(node, dtype, frame))
+        if method == "type_as" and node.args:
+            return Value(self.evaluator.evaluate(node.args[0].value, frame).dtype)
+        if method in semantics.BOOL_METHODS:
+            return Value(BOOL)
+        if method in semantics.INTEGER_METHODS:
+            return Value(INTEGER)
+        if method in semantics.SCALAR_METHODS:
+            return Value(SCALAR)
+        if method in semantics.NEW_FACTORIES:
+            explicit = self._dtype_keyword(node)
+            return Value(explicit or dtype)
+        if not (dtype.is_known_tensor or dtype.kind is DTypeKind.UNKNOWN):
+            return UNKNOWN_VALUE
+        inputs = [dtype]
+        positional = _positional(node)
+        if method in semantics.BINARY_OPS and positional:
+            inputs.append(self.evaluator.evaluate(positional[0], frame).dtype)
+        if method == "where" and len(positional) > 1:
+            inputs.append(self.evaluator.evaluate(positional[1], frame).dtype)
+        return Value(semantics.op_result(method, inputs, frame.active_region))
+
+    def _to_dtype(self, node: cst.Call, current: DType, frame: Frame) -> DType:
+        """`x.to(torch.float16)`, `x.to(y.dtype)`, `x.to(y)`, `x.to(device)`."""
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value not in ("dtype", "device", "other"):
+                continue
+            target = self._dtype_expression(arg.value, frame)
+            if target is not None:
+                return target
+            value = self.evaluator.evaluate(arg.value, frame)
+            if value.dtype.is_known_tensor:
+                return value.dtype  # x.to(other_tensor)
+            if not _looks_like_device(arg.value):
+                return UNKNOWN
+        return current
+
+    def _dtype_expression(self, node: cst.BaseExpression, frame: Frame) -> DType | None:
+        """The dtype an expression such as `torch.float16` or `y.dtype` denotes."""
+        explicit = dtype_from_torch_name(self.names.qualified_name(node))
+        if explicit is not None:
+            return explicit
+        if isinstance(node, cst.Attribute) and node.attr.value == "dtype":
+            base = self.evaluator.evaluate(node.value, frame).dtype
+            return base if base.is_known_tensor else UNKNOWN
+        return None
+
+    def _dtype_keyword(self, node: cst.Call) -> DType | None:
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "dtype":
+                return dtype_from_torch_name(self.names.qualified_name(arg.value)) or UNKNOWN
+        return None
+
+    def qualified_call(self, qualified: str, node: cst.Call, frame: Frame) -> Value:
+        if qualified.startswith("math."):
+            return Value(SCALAR)
+        explicit = self._dtype_keyword(node)
+        name = qualified.rsplit(".", 1)[-1]
+        positional = _positional(node)
+        if qualified.startswith("torch.") and name in semantics.LIKE_FACTORIES:
+            like = self.evaluator.evaluate(positional[0], frame).dtype if positional else UNKNOWN
+            return Value(explicit or like)
+        if qualified in (
+            "torch." + n
+            for n in (
+                "zeros",
+                "ones",
+                "empty",
+                "rand",
+                "randn",
+                "full",
+                "eye",
+                "linspace",
+                "logspace",
+                "randint",
+                "normal",
+            )
+        ):
+            fill = (
+                self.evaluator.evaluate(positional[1], frame).constant
+                if len(positional) > 1
+                else None
+            )
+            return Value(explicit or semantics.factory_dtype(name, fill))
+        if qualified in ("torch.tensor", "torch.as_tensor", "torch.arange"):
+            return Value(explicit or UNKNOWN)
+        if qualified in ("torch.where",) and len(positional) == 3:
+            inputs = [self.evaluator.evaluate(p, frame).dtype for p in positional[1:]]
+            return Value(semantics.op_result("where", inputs, frame.active_region))
+        if qualified in ("torch.cat", "torch.stack", "torch.concat") and positional:
+            inputs = self._sequence_dtypes(positional[0], frame)
+            return Value(semantics.op_result(name, inputs, frame.active_region))
+        if name[:1].isupper():
+            return Value(OTHER, instance_of=qualified)
+        op = semantics.op_name_for_function(qualified)
+        if op is None:
+            return UNKNOWN_VALUE
+        if op in semantics.CONVERSION_METHODS and positional:
+            return self.tensor_method(
+                op, self.evaluator.evaluate(positional[0], frame), node, frame
+            )
+        data = positional[:2] if op in semantics.BINARY_OPS else positional[:1]
+        if op == "einsum":
+            data = positional[1:]
+        inputs = [self.evaluator.evaluate(p, frame).dtype for p in data]
+        if explicit is not None:
+            return Value(explicit)
+        return Value(semantics.op_result(op, inputs, frame.active_region))
+
+    def _sequence_dtypes(self, node: cst.BaseExpression, frame: Frame) -> list[DType]:
+        if isinstance(node, (cst.List, cst.Tuple)):
+            return [
+                self.evaluator.evaluate(element.value, frame).dtype
+                for element in node.elements
+                if isinstance(element, cst.Element)
+            ] or [UNKNOWN]
+        return [UNKNOWN]
+
+
+def _positional(node: cst.Call) -> list[cst.BaseExpression]:
+    return [arg.value for arg in node.args if arg.keyword is None and not arg.star]
+
+
+def _looks_like_device(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.SimpleString):
+        return True
+    name = dotted_name(node)
+    return name is not None and (name.split(".")[-1] in ("device", "dev") or "device" in name)
