@@ -3,35 +3,31 @@
 Exit status: 0 clean, 1 findings remain (or `--diff` would change something), 2 usage,
 configuration, unreadable or unparsable file, or internal error. A file that fails is reported
 on one line and the other files are still processed.
+
+This module parses the command line, prints and decides the exit status; reading, linting,
+fixing and writing the files is runner.py's.
 """
 
 from __future__ import annotations
 
 import argparse
-import difflib
-import functools
-import importlib
 import os
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from amp_lint import __version__
 from amp_lint.config import Config, ConfigError, check_code_prefixes, load_config
-from amp_lint.files import discover_python_files, has_amp_vocabulary, write_atomically
+from amp_lint.files import has_amp_vocabulary
 from amp_lint.findings import Finding, FixSafety
 from amp_lint.formats import json as json_format
 from amp_lint.formats import text as text_format
 from amp_lint.formats.text import plural
+from amp_lint.runner import Job, Outcome, read_sources, run_jobs, unified_diff, write_fixes
 
 PROGRAM = "amp-lint"
 SUBCOMMANDS = ("check", "rules", "rule")
 STDIN = "-"
-# Below this many files a process pool costs more to start than it saves.
-PARALLEL_THRESHOLD = 8
 
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
@@ -131,84 +127,6 @@ def _code_list(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-# Linting one file (runs in worker processes)
-
-
-@dataclass(frozen=True)
-class Job:
-    path: str  # as the user wrote it or as discovered
-    source: bytes
-    fix: bool  # compute fixes (for --fix and --diff)
-    unsafe: bool
-
-
-@dataclass
-class Outcome:
-    path: str
-    source: bytes
-    remaining: list[Finding] = field(default_factory=list)
-    fixed: list[Finding] = field(default_factory=list)
-    fixed_source: bytes | None = None  # set only when the fixes changed the bytes
-    error: str | None = None
-
-
-def process_job(job: Job, config: Config) -> Outcome:
-    """Lint or fix one file; never raises, so that one bad file cannot stop the others."""
-    # Imported here: the engine pulls in libcst and the rules, which costs more than linting a
-    # tree of files without AMP vocabulary (the usual pre-commit run) takes in total.
-    from amp_lint.engine import SourceError, fix_source, lint_source
-
-    outcome = Outcome(job.path, job.source)
-    try:
-        if job.fix:
-            result = fix_source(job.source, job.path, config, unsafe=job.unsafe)
-            outcome.remaining, outcome.fixed = result.remaining, result.fixed
-            if result.source != job.source:
-                outcome.fixed_source = result.source
-        else:
-            outcome.remaining = lint_source(job.source, job.path, config)
-    except SourceError as error:
-        outcome.error = _one_line(str(error))
-    except Exception as error:  # a bug in a rule must not hide the other files' findings
-        outcome.error = (
-            f"{job.path}: internal error, please report it: "
-            f"{type(error).__name__}: {_one_line(str(error))}"
-        )
-    return outcome
-
-
-def _one_line(message: str) -> str:
-    return " ".join(message.split())
-
-
-def run_jobs(jobs: list[Job], config: Config) -> list[Outcome]:
-    """Outcomes in the order of `jobs`, from a process pool when there are enough files."""
-    if not jobs:
-        return []
-    # Loaded before the pool starts, so that forked workers inherit the engine and the rule
-    # modules instead of each importing them again.
-    importlib.import_module("amp_lint.engine")
-    importlib.import_module("amp_lint.rules").all_rules()
-    work = functools.partial(process_job, config=config)
-    workers = min(len(jobs), _usable_cpus())
-    if len(jobs) > PARALLEL_THRESHOLD and workers > 1:
-        # Without usable multiprocessing here, or when a worker dies, run everything again
-        # serially: workers write nothing, so repeating their work is safe.
-        try:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                chunk = max(1, len(jobs) // (workers * 4))
-                return list(pool.map(work, jobs, chunksize=chunk))
-        except (OSError, NotImplementedError, BrokenProcessPool):
-            pass
-    return [work(job) for job in jobs]
-
-
-def _usable_cpus() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 # check
 
 
@@ -246,33 +164,16 @@ def _run_check(args: argparse.Namespace) -> int:
             reporter.error("- (standard input) cannot be combined with other paths")
             return EXIT_ERROR
         return _check_stdin(args, config, reporter)
-    outcomes = run_jobs(_jobs_for_paths(paths, args, config, reporter), config)
+    sources = read_sources(paths, config, reporter.error)
+    outcomes = run_jobs([_job(path, source, args) for path, source in sources], config)
     for outcome in outcomes:
         if outcome.error:
             reporter.error(outcome.error)
     if args.diff:
         return _report_diff(outcomes, args, reporter)
     if args.fix:
-        _write_fixes(outcomes, reporter)
+        write_fixes(outcomes, reporter.error)
     return _report_findings(outcomes, args, reporter)
-
-
-def _jobs_for_paths(
-    paths: list[str], args: argparse.Namespace, config: Config, reporter: Reporter
-) -> list[Job]:
-    discovery = discover_python_files([Path(path) for path in paths], config)
-    for message in discovery.errors:
-        reporter.error(message)
-    jobs = []
-    for path in discovery.files:
-        try:
-            source = path.read_bytes()
-        except OSError as error:
-            reporter.error(f"{path}: cannot read: {error.strerror or error}")
-            continue
-        if has_amp_vocabulary(source, config):  # the others have no findings by construction
-            jobs.append(_job(str(path), source, args))
-    return jobs
 
 
 def _job(path: str, source: bytes, args: argparse.Namespace) -> Job:
@@ -307,17 +208,6 @@ def _check_stdin(args: argparse.Namespace, config: Config, reporter: Reporter) -
     sys.stderr.write(text_format.format_findings(outcome.remaining))
     _print_fix_summary([outcome], args)
     return _exit_status(outcome.remaining, args, reporter)
-
-
-def _write_fixes(outcomes: list[Outcome], reporter: Reporter) -> None:
-    for outcome in outcomes:
-        if outcome.fixed_source is None:
-            continue
-        try:
-            write_atomically(Path(outcome.path), outcome.fixed_source)
-        except OSError as error:
-            reporter.error(f"{outcome.path}: cannot write: {error.strerror or error}")
-            outcome.fixed = []
 
 
 def _report_findings(outcomes: list[Outcome], args: argparse.Namespace, reporter: Reporter) -> int:
@@ -391,22 +281,6 @@ def _report_diff(outcomes: list[Outcome], args: argparse.Namespace, reporter: Re
     if reporter.failed:
         return EXIT_ERROR
     return EXIT_FINDINGS if changed and not args.exit_zero else EXIT_CLEAN
-
-
-def unified_diff(path: str, old: bytes, new: bytes) -> bytes:
-    """A `git apply`-able diff, on bytes so that any encoding and newline style survive."""
-    name = os.fsencode(path)
-    lines = difflib.diff_bytes(
-        difflib.unified_diff, _diff_lines(old), _diff_lines(new), b"a/" + name, b"b/" + name
-    )
-    return b"".join(line if line.endswith((b"\n", b"\r")) else line + b"\n" for line in lines)
-
-
-def _diff_lines(data: bytes) -> list[bytes]:
-    lines = data.splitlines(keepends=True)
-    if lines and not lines[-1].endswith((b"\n", b"\r")):
-        lines[-1] += b"\n\\ No newline at end of file\n"
-    return lines
 
 
 # rules, rule

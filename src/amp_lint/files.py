@@ -39,14 +39,16 @@ SKIPPED_DIRECTORY_SUFFIXES = (".egg-info",)
 
 # Every rule needs one of these in the source: an autocast region, a GradScaler (which makes
 # forward methods run under autocast), a custom_fwd/custom_bwd decorator, a half-precision
-# dtype or conversion ("half" covers `.half()` and `torch.half`; "float16" covers bfloat16),
-# or a deprecated AMP namespace.
+# dtype or conversion (`.half()`, `torch.half`; "float16" covers bfloat16), or a deprecated
+# AMP namespace. A bare "half" would also admit every docstring that says "half precision"
+# (449 instead of 206 of transformers' 2,860 files).
 AMP_VOCABULARY = (
     b"autocast",
     b"GradScaler",
     b"custom_fwd",
     b"custom_bwd",
-    b"half",
+    b".half(",
+    b"torch.half",
     b"float16",
     b"cuda.amp",
     b"cpu.amp",

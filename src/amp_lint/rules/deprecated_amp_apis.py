@@ -1,0 +1,181 @@
+"""The device-specific AMP APIs deprecated in PyTorch 2.4 (`torch.cuda.amp.*`,
+`torch.cpu.amp.*`) and a walk that finds where a module uses them, in any spelling.
+
+AMP401 (amp401_deprecated_amp_api.py) reports these uses; fixes/amp_api.py rewrites them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from amp_lint.analysis.names import ModuleNames
+from amp_lint.analysis.outline import child_nodes
+
+
+@dataclass(frozen=True)
+class DeprecatedApi:
+    """One deprecated callable: `torch.<device>.amp.<name>`."""
+
+    name: str  # autocast, GradScaler, custom_fwd or custom_bwd
+    device: str  # "cuda" or "cpu"
+
+    @property
+    def old(self) -> str:
+        return f"torch.{self.device}.amp.{self.name}"
+
+    @property
+    def device_is_keyword(self) -> bool:
+        return self.name in ("custom_fwd", "custom_bwd")
+
+    @property
+    def warning(self) -> str:
+        """The FutureWarning torch emits, word for word (torch/cuda/amp, torch/cpu/amp)."""
+        if self.device_is_keyword:
+            new = f"torch.amp.{self.name}(args..., device_type='{self.device}')"
+        else:
+            new = f"torch.amp.{self.name}('{self.device}', args...)"
+        return f"`{self.old}(args...)` is deprecated. Please use `{new}` instead."
+
+
+def _deprecated_apis() -> dict[str, DeprecatedApi]:
+    table: dict[str, DeprecatedApi] = {}
+    for device, name, defining_module in (
+        ("cuda", "autocast", "autocast_mode"),
+        ("cuda", "custom_fwd", "autocast_mode"),
+        ("cuda", "custom_bwd", "autocast_mode"),
+        ("cuda", "GradScaler", "grad_scaler"),
+        ("cpu", "autocast", "autocast_mode"),
+        ("cpu", "GradScaler", "grad_scaler"),
+    ):
+        api = DeprecatedApi(name, device)
+        table[api.old] = api
+        # The same objects, reached through the module that defines them.
+        table[f"torch.{device}.amp.{defining_module}.{name}"] = api
+    return table
+
+
+DEPRECATED = _deprecated_apis()
+# Qualified names an imported name must equal or prefix to reach a deprecated API.
+DEPRECATED_PREFIXES = frozenset(
+    ".".join(parts[:i])
+    for parts in (q.split(".") for q in DEPRECATED)
+    for i in range(1, len(parts) + 1)
+)
+
+
+@dataclass(frozen=True)
+class ApiUse:
+    node: cst.BaseExpression  # the Call, or the bare Name/Attribute
+    target: cst.BaseExpression  # the Name/Attribute naming the API
+    api: DeprecatedApi
+    # "call", "decorator" (a bare `@custom_fwd`), "autocast-decorator" (a bare `@autocast`,
+    # a bug) or "reference"
+    kind: str
+
+
+# Finding the uses
+
+
+class UseScan:
+    """Walks every expression of the module once, collecting the uses of deprecated APIs and
+    counting the quote style of its strings. Binding positions (assignment and loop targets,
+    parameter, function and class names, keywords, attribute names, imports) are skipped."""
+
+    def __init__(self, names: ModuleNames) -> None:
+        self.names = names
+        self.uses: list[ApiUse] = []
+        self.single_quoted = 0
+        self.double_quoted = 0
+
+    def api_of(self, node: cst.CSTNode) -> DeprecatedApi | None:
+        if not isinstance(node, (cst.Name, cst.Attribute)):
+            return None
+        qualified = self.names.qualified_name(node)
+        return DEPRECATED.get(qualified) if qualified else None
+
+    def run(self, module: cst.Module) -> None:
+        stack: list[cst.CSTNode] = [module]
+        push = stack.append
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (cst.Name, cst.Attribute)):
+                api = self.api_of(node)
+                if api is not None:
+                    self.uses.append(ApiUse(node, node, api, "reference"))
+                elif isinstance(node, cst.Attribute):
+                    push(node.value)
+            elif isinstance(node, cst.Call):
+                api = self.api_of(node.func)
+                if api is not None:
+                    self.uses.append(ApiUse(node, node.func, api, "call"))
+                else:
+                    push(node.func)
+                stack.extend(arg.value for arg in node.args)
+            elif isinstance(node, cst.SimpleString):
+                self._count_quote(node)
+            elif isinstance(node, cst.Decorator):
+                api = self.api_of(node.decorator)
+                if api is not None:
+                    kind = "decorator" if api.device_is_keyword else "reference"
+                    if api.name == "autocast":
+                        kind = "autocast-decorator"
+                    self.uses.append(ApiUse(node.decorator, node.decorator, api, kind))
+                else:
+                    push(node.decorator)
+            elif isinstance(node, _SKIPPED):
+                continue
+            elif isinstance(node, (cst.AssignTarget, cst.Del)):
+                self._push_target(stack, node.target)
+            elif isinstance(node, _TARGET_AND_MORE):
+                self._push_target(stack, node.target)
+                stack.extend(child for child in child_nodes(node) if child is not node.target)
+            elif isinstance(node, cst.FunctionDef):
+                stack.extend(node.decorators)
+                push(node.params)
+                if node.returns is not None:
+                    push(node.returns)
+                push(node.body)
+            elif isinstance(node, cst.ClassDef):
+                stack.extend(node.decorators)
+                stack.extend(arg.value for arg in (*node.bases, *node.keywords))
+                push(node.body)
+            elif isinstance(node, cst.Param):
+                if node.annotation is not None:
+                    push(node.annotation)
+                if node.default is not None:
+                    push(node.default)
+            elif isinstance(node, cst.Arg):
+                push(node.value)
+            else:
+                stack.extend(child_nodes(node))
+
+    def _push_target(self, stack: list[cst.CSTNode], target: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Name):
+            return
+        if isinstance(target, cst.Attribute):
+            stack.append(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._push_target(stack, element.value)
+        elif isinstance(target, cst.StarredElement):
+            self._push_target(stack, target.value)
+        else:
+            stack.append(target)
+
+    def _count_quote(self, node: cst.SimpleString) -> None:
+        body = node.value.lstrip("rRbBuUfF")
+        if body.startswith(("'''", '"""')):
+            return  # docstrings are triple double-quoted whatever the code style
+        if body.startswith("'"):
+            self.single_quoted += 1
+        else:
+            self.double_quoted += 1
+
+
+# Nodes with nothing to report inside: imports bind names, `global`/`nonlocal` and `as`
+# targets only name things.
+_SKIPPED = (cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal, cst.AsName)
+# Nodes with a binding `target` besides expressions that are read.
+_TARGET_AND_MORE = (cst.AnnAssign, cst.AugAssign, cst.NamedExpr, cst.For, cst.CompFor)

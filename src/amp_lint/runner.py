@@ -1,0 +1,154 @@
+"""The file processing behind `amp-lint check`: reading the files that may have findings,
+linting or fixing each one (in a process pool when there are enough), writing the fixes back,
+and the diff of a fix. Nothing here prints; errors go to the caller's `report_error`, and the
+output and exit status are cli.py's.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from amp_lint.config import Config
+from amp_lint.files import discover_python_files, has_amp_vocabulary, write_atomically
+from amp_lint.findings import Finding
+
+# Below this many files a process pool costs more to start than it saves.
+PARALLEL_THRESHOLD = 8
+
+
+# Linting one file (runs in worker processes)
+
+
+@dataclass(frozen=True)
+class Job:
+    path: str  # as the user wrote it or as discovered
+    source: bytes
+    fix: bool  # compute fixes (for --fix and --diff)
+    unsafe: bool
+
+
+@dataclass
+class Outcome:
+    path: str
+    source: bytes
+    remaining: list[Finding] = field(default_factory=list)
+    fixed: list[Finding] = field(default_factory=list)
+    fixed_source: bytes | None = None  # set only when the fixes changed the bytes
+    error: str | None = None
+
+
+def process_job(job: Job, config: Config) -> Outcome:
+    """Lint or fix one file; never raises, so that one bad file cannot stop the others."""
+    # Imported here: the engine pulls in libcst and the rules, which costs more than linting a
+    # tree of files without AMP vocabulary (the usual pre-commit run) takes in total.
+    from amp_lint.engine import SourceError, fix_source, lint_source
+
+    outcome = Outcome(job.path, job.source)
+    try:
+        if job.fix:
+            result = fix_source(job.source, job.path, config, unsafe=job.unsafe)
+            outcome.remaining, outcome.fixed = result.remaining, result.fixed
+            if result.source != job.source:
+                outcome.fixed_source = result.source
+        else:
+            outcome.remaining = lint_source(job.source, job.path, config)
+    except SourceError as error:
+        outcome.error = _one_line(str(error))
+    except Exception as error:  # a bug in a rule must not hide the other files' findings
+        outcome.error = (
+            f"{job.path}: internal error, please report it: "
+            f"{type(error).__name__}: {_one_line(str(error))}"
+        )
+    return outcome
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+def run_jobs(jobs: list[Job], config: Config) -> list[Outcome]:
+    """Outcomes in the order of `jobs`, from a process pool when there are enough files."""
+    if not jobs:
+        return []
+    # Loaded before the pool starts, so that forked workers inherit the engine and the rule
+    # modules instead of each importing them again.
+    importlib.import_module("amp_lint.engine")
+    importlib.import_module("amp_lint.rules").all_rules()
+    work = functools.partial(process_job, config=config)
+    workers = min(len(jobs), _usable_cpus())
+    if len(jobs) > PARALLEL_THRESHOLD and workers > 1:
+        # Without usable multiprocessing here, or when a worker dies, run everything again
+        # serially: workers write nothing, so repeating their work is safe.
+        try:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                chunk = max(1, len(jobs) // (workers * 4))
+                return list(pool.map(work, jobs, chunksize=chunk))
+        except (OSError, NotImplementedError, BrokenProcessPool):
+            pass
+    return [work(job) for job in jobs]
+
+
+def _usable_cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+# Reading and writing files
+
+
+def read_sources(
+    paths: list[str], config: Config, report_error: Callable[[str], None]
+) -> list[tuple[str, bytes]]:
+    """(path, source) of each file under `paths` that may have findings, in discovery order."""
+    discovery = discover_python_files([Path(path) for path in paths], config)
+    for message in discovery.errors:
+        report_error(message)
+    sources = []
+    for path in discovery.files:
+        try:
+            source = path.read_bytes()
+        except OSError as error:
+            report_error(f"{path}: cannot read: {error.strerror or error}")
+            continue
+        if has_amp_vocabulary(source, config):  # the others have no findings by construction
+            sources.append((str(path), source))
+    return sources
+
+
+def write_fixes(outcomes: list[Outcome], report_error: Callable[[str], None]) -> None:
+    for outcome in outcomes:
+        if outcome.fixed_source is None:
+            continue
+        try:
+            write_atomically(Path(outcome.path), outcome.fixed_source)
+        except OSError as error:
+            report_error(f"{outcome.path}: cannot write: {error.strerror or error}")
+            outcome.fixed = []
+
+
+# Diffs
+
+
+def unified_diff(path: str, old: bytes, new: bytes) -> bytes:
+    """A `git apply`-able diff, on bytes so that any encoding and newline style survive."""
+    name = os.fsencode(path)
+    lines = difflib.diff_bytes(
+        difflib.unified_diff, _diff_lines(old), _diff_lines(new), b"a/" + name, b"b/" + name
+    )
+    return b"".join(line if line.endswith((b"\n", b"\r")) else line + b"\n" for line in lines)
+
+
+def _diff_lines(data: bytes) -> list[bytes]:
+    lines = data.splitlines(keepends=True)
+    if lines and not lines[-1].endswith((b"\n", b"\r")):
+        lines[-1] += b"\n\\ No newline at end of file\n"
+    return lines
