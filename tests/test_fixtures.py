@@ -20,14 +20,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from runners import amp_lint, flake8
 
 FIXTURES = Path(__file__).parent / "fixtures"
-AMP_LINT = Path(sys.executable).parent / "amp-lint"
 REGENERATE = os.environ.get("AMP_LINT_REGENERATE") == "1"
 REGENERATE_HINT = (
     "run `AMP_LINT_REGENERATE=1 python -m pytest tests/test_fixtures.py` and review the diff"
@@ -62,22 +60,6 @@ def params(prefix: str) -> list[object]:
 
 BAD = params("bad")
 GOOD = params("good")
-
-
-def amp_lint(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(AMP_LINT), *args], cwd=cwd, capture_output=True, text=True, timeout=120
-    )
-
-
-def flake8(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "flake8", "--isolated", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def expect_bytes(path: Path, actual: bytes | None) -> None:

@@ -4,34 +4,16 @@ reporting the same positions as `amp-lint check`."""
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from runners import amp_lint, flake8
 
 from amp_lint import __version__
 from amp_lint.flake8_plugin import AmpLintChecker
 
-AMP_LINT = Path(sys.executable).parent / "amp-lint"
 FIXTURES = Path(__file__).parent / "fixtures"
 DEPRECATED = "import torch\n\nwith torch.cuda.amp.autocast():\n    pass\n"
-
-
-def flake8(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "flake8", "--isolated", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def amp_lint(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(AMP_LINT), *args], cwd=cwd, capture_output=True, text=True, timeout=120
-    )
 
 
 def test_plugin_is_registered(tmp_path: Path) -> None:
