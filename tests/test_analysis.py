@@ -295,3 +295,23 @@ def test_function_returning_an_autocast_context() -> None:
         """
     )
     assert ("float16", "cuda/float16/on") in seen
+
+
+def test_parameters_have_their_data_dtype() -> None:
+    seen = reveal(
+        """
+        import torch
+        from torch import nn
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bias = nn.Parameter(torch.zeros(8))
+            def forward(self, x, w):
+                with torch.autocast("cuda"):
+                    reveal(self.bias)
+                    reveal(x @ w + self.bias)
+        """,
+        Config(forward_under_autocast=False),
+    )
+    assert ("float32", "cuda/float16/on") in seen
+    assert seen.count(("float32", "cuda/float16/on")) == 2  # half + float32 promotes

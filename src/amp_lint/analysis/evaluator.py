@@ -25,7 +25,7 @@ from amp_lint.analysis.names import dotted_name
 from amp_lint.analysis.outline import child_nodes
 from amp_lint.analysis.regions import region_from_call
 from amp_lint.analysis.torch_calls import TorchCalls
-from amp_lint.analysis.values import UNKNOWN_VALUE, Value, join_values
+from amp_lint.analysis.values import UNKNOWN_VALUE, Env, Value, join_values
 
 if TYPE_CHECKING:
     from amp_lint.analysis.interpreter import Interpreter
@@ -43,6 +43,7 @@ _FINFO = {
     ("torch.bfloat16", "max"): 3.3895313892515355e38,
 }
 _MATH_CONSTANTS = {"math.inf": math.inf, "math.pi": math.pi, "math.e": math.e}
+_PARAMETER_CLASSES = ("torch.nn.Parameter", "torch.nn.parameter.Parameter")
 _BINARY_OP_NAMES: dict[type[cst.BaseBinaryOp], str] = {
     cst.Add: "add",
     cst.Subtract: "sub",
@@ -178,6 +179,10 @@ class Evaluator:
         region = region_from_call(call, self.names, self.interpreter.accelerate)
         if region is not None:
             return Value(OTHER, region=region)
+        if self.names.qualified_name(call.func) in _PARAMETER_CLASSES and call.args:
+            # nn.Parameter(torch.zeros(n)) is a tensor of its data's dtype; the data is built
+            # from factories and sizes, so a frame of its own is enough to evaluate it.
+            return Value(self.evaluate(call.args[0].value, Frame(env=Env(), regions=())).dtype)
         return Value(OTHER, instance_of=self._class_name(call.func))
 
     def _class_name(self, func: cst.BaseExpression) -> str | None:

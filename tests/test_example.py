@@ -1,0 +1,19 @@
+"""The bundled example that the README's first command lints shows every rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runners import amp_lint
+
+from amp_lint.rules import all_rules
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_bundled_example_shows_a_finding_of_every_rule() -> None:
+    result = amp_lint(ROOT, "check", "examples/")
+    assert result.returncode == 1
+    codes = {line.split(": ", 1)[1].split(" ", 1)[0] for line in result.stdout.splitlines()}
+    assert codes == {rule.code for rule in all_rules()}
+    assert "Found " in result.stderr
