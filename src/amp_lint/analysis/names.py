@@ -46,9 +46,6 @@ class ModuleNames:
         """Local spellings that reach `qualified` directly, e.g. ["torch"] for "torch"."""
         return [local for local, target in self.bindings.items() if target == qualified]
 
-    def binds_module(self, local: str, module: str) -> bool:
-        return self.bindings.get(local) == module
-
 
 def module_of_import_from(node: cst.ImportFrom) -> str | None:
     if node.relative:

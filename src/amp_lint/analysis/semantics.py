@@ -73,8 +73,6 @@ SHAPE_ATTRIBUTES = frozenset(["T", "mT", "H", "mH", "data", "real", "imag", "gra
 NON_TENSOR_ATTRIBUTES = frozenset(
     ["dtype", "device", "ndim", "is_cuda", "requires_grad", "layout", "is_leaf", "names"]
 )
-TUPLE_OF_RECEIVER_METHODS = frozenset(["chunk", "split", "unbind", "tensor_split"])
-
 # Binary ops whose second operand is data that takes part in type promotion.
 BINARY_OPS = frozenset(
     [
@@ -203,13 +201,6 @@ def op_name_for_function(qualified: str) -> str | None:
             rest = qualified[len(prefix) :]
             return None if "." in rest else op_prefix + rest
     return None
-
-
-def autocast_category(op: str, region: AutocastRegion) -> OpCategory | None:
-    """The op's category on the region's device; None when the device is not known."""
-    if region.device is None:
-        return None
-    return load_op_tables().category(region.device, op)
 
 
 # Composite ops that PyTorch implements by calling a listed op, which autocast then casts:
