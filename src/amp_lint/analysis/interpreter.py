@@ -9,7 +9,7 @@ running under that autocast. Results are memoised, recursion is cut at MAX_CALL_
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
@@ -77,8 +77,7 @@ class Interpreter:
 
     # --- statements ------------------------------------------------------------------------
 
-    def exec_block(self, statements: object, frame: Frame) -> None:
-        assert isinstance(statements, (list, tuple))
+    def exec_block(self, statements: Sequence[cst.BaseStatement], frame: Frame) -> None:
         for statement in statements:
             self.exec_statement(statement, frame)
 

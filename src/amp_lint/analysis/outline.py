@@ -30,6 +30,11 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
     return None
 
 
+def positional_arguments(call: cst.Call) -> list[cst.BaseExpression]:
+    """The call's plain positional arguments (no keywords, no `*args`/`**kwargs`)."""
+    return [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+
+
 def simple_lines(module: cst.Module) -> Iterator[cst.SimpleStatementLine]:
     for statement in walk_statements(module):
         if isinstance(statement, cst.SimpleStatementLine):

@@ -20,6 +20,7 @@ from amp_lint.analysis.dtypes import (
 )
 from amp_lint.analysis.frames import Frame
 from amp_lint.analysis.names import dotted_name
+from amp_lint.analysis.outline import positional_arguments
 from amp_lint.analysis.values import UNKNOWN_VALUE, Value
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ class TorchCalls:
         if not (dtype.is_known_tensor or dtype.kind is DTypeKind.UNKNOWN):
             return UNKNOWN_VALUE
         inputs = [dtype]
-        positional = _positional(node)
+        positional = positional_arguments(node)
         if method in semantics.BINARY_OPS and positional:
             inputs.append(self.evaluator.evaluate(positional[0], frame).dtype)
         if method == "where" and len(positional) > 1:
@@ -94,7 +95,7 @@ class TorchCalls:
             return Value(SCALAR)
         explicit = self._dtype_keyword(node)
         name = qualified.rsplit(".", 1)[-1]
-        positional = _positional(node)
+        positional = positional_arguments(node)
         if qualified.startswith("torch.") and name in semantics.LIKE_FACTORIES:
             like = self.evaluator.evaluate(positional[0], frame).dtype if positional else UNKNOWN
             return Value(explicit or like)
@@ -153,10 +154,6 @@ class TorchCalls:
                 if isinstance(element, cst.Element)
             ] or [UNKNOWN]
         return [UNKNOWN]
-
-
-def _positional(node: cst.Call) -> list[cst.BaseExpression]:
-    return [arg.value for arg in node.args if arg.keyword is None and not arg.star]
 
 
 def _looks_like_device(node: cst.BaseExpression) -> bool:

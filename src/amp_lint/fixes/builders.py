@@ -14,15 +14,11 @@ _ATOMIC = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
 def method_call(expr: cst.BaseExpression, method: str, args: str = "") -> cst.BaseExpression:
     """`expr.method(args)`, parenthesising `expr` when needed, keeping its own parentheses."""
     receiver = expr
-    if not isinstance(expr, _ATOMIC) or _has_parentheses(expr):
-        receiver = (
-            expr
-            if _has_parentheses(expr)
-            else expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-        )
+    if not isinstance(expr, _ATOMIC) and not _has_parentheses(expr):
+        receiver = expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     call = cst.parse_expression(f"_.{method}({args})")
     assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
-    return call.with_changes(func=call.func.with_changes(value=_strip_outer(receiver, keep=True)))
+    return call.with_changes(func=call.func.with_changes(value=receiver))
 
 
 def upcast(expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -105,7 +101,3 @@ def device_code_for_island(
 
 def _has_parentheses(expr: cst.BaseExpression) -> bool:
     return bool(getattr(expr, "lpar", ()))
-
-
-def _strip_outer(expr: cst.BaseExpression, keep: bool) -> cst.BaseExpression:
-    return expr if keep else expr.with_changes(lpar=[], rpar=[])

@@ -8,6 +8,7 @@ import libcst as cst
 
 from amp_lint.analysis.dtypes import BFLOAT16
 from amp_lint.analysis.frames import ExecutionContext
+from amp_lint.analysis.outline import positional_arguments
 from amp_lint.analysis.values import Value
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import upcast
@@ -106,7 +107,7 @@ functions called under autocast."""
         if where is None:
             return []
         position, keyword = where
-        positional = [a.value for a in node.args if a.keyword is None and not a.star]
+        positional = positional_arguments(node)
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value == keyword:
                 return [arg.value]

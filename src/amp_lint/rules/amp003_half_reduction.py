@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from amp_lint.analysis.frames import ExecutionContext
+from amp_lint.analysis.outline import positional_arguments
 from amp_lint.analysis.semantics import op_name_for_function
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import upcast
@@ -107,7 +108,7 @@ def _reduction(
     qualified = ctx.qualified_name(node.func)
     if qualified is not None:
         op = op_name_for_function(qualified)
-        positional = [a.value for a in node.args if a.keyword is None and not a.star]
+        positional = positional_arguments(node)
         if op in REDUCTIONS and positional:
             return op, positional[0]
         return None, None

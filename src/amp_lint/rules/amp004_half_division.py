@@ -8,6 +8,7 @@ import libcst as cst
 
 from amp_lint.analysis.dtypes import DTypeKind
 from amp_lint.analysis.frames import ExecutionContext
+from amp_lint.analysis.outline import positional_arguments
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import upcast
 from amp_lint.rules.base import Report, Rule
@@ -106,7 +107,7 @@ def _division(
         return node.left, node.right
     if not isinstance(node, cst.Call):
         return None
-    positional = [a.value for a in node.args if a.keyword is None and not a.star]
+    positional = positional_arguments(node)
     qualified = ctx.qualified_name(node.func)
     if qualified is not None:
         if qualified in ("torch.div", "torch.true_divide", "torch.divide") and len(positional) >= 2:
@@ -137,7 +138,7 @@ def _guard(
 
 
 def _clamp_guard(call: cst.Call, ctx: ExecutionContext) -> tuple[cst.BaseExpression, float] | None:
-    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    positional = positional_arguments(call)
     keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
     qualified = ctx.qualified_name(call.func)
     if qualified in ("torch.clamp", "torch.clip", "torch.clamp_min") and positional:
