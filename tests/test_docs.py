@@ -7,11 +7,11 @@ from pathlib import Path
 from amp_lint.docs import fix_availability, render_all, render_rule, stale_files
 from amp_lint.rules import all_rules
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "rules"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
 def test_committed_rule_docs_are_up_to_date() -> None:
-    stale = stale_files(DOCS, render_all(all_rules()))
+    stale = stale_files(DOCS, render_all(all_rules(), DOCS))
     assert not stale, f"out of date: {stale}; run `python -m amp_lint.docs` and commit the result"
 
 
@@ -29,8 +29,9 @@ def test_rule_page_layout() -> None:
         ]
         if rule.known_limitations.strip():
             expected.append("## Known limitations")
+        expected.append("## Runtime evidence")
         assert headings == expected
-        assert "docs/evidence/" in page
+        assert f"amp-lint verify --select {rule.code}" in page
 
 
 def test_fix_availability_is_read_from_fix_safety() -> None:

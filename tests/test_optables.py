@@ -817,14 +817,9 @@ def test_tables_match_the_dispatcher_registrations(
 ) -> None:
     """Every op with an autocast kernel for the device is in the table, and nothing else.
     The registrations are compiled into every build, so a CPU-only torch has the CUDA ones."""
-    registrations = getattr(torch._C, "_dispatch_get_registrations_for_dispatch_key", None)
-    if registrations is None:
+    registered = autocast_registrations(torch, device)
+    if registered is None:
         pytest.skip("this torch has no _dispatch_get_registrations_for_dispatch_key")
-    registered = {
-        name[len("aten::") :].split(".")[0]
-        for name in registrations(dispatch_key)
-        if name.startswith("aten::")
-    }
     listed = set(table_ops(device))
     wanted = RAW["meta"]["torch_version"]
     if torch.__version__.split("+")[0] != wanted:
@@ -864,7 +859,42 @@ def _skip_unsupported_bf16(torch: Any, low_name: str) -> None:
 @pytest.mark.parametrize("op", CUDA_OPS)
 def test_cuda_autocast_output_dtype(cuda_torch: Any, op: str, low_name: str) -> None:
     _skip_unsupported_bf16(cuda_torch, low_name)
-    check_op(cuda_torch, "cuda", low_name, op, CASES[op], table_category("cuda", op))
+    category = table_category("cuda", op)
+    try:
+        check_op(cuda_torch, "cuda", low_name, op, CASES[op], category)
+    except AssertionError:
+        xfail_if_version_drift(cuda_torch, "cuda", op, category)
+        raise
+
+
+DISPATCH_KEYS = {"cpu": "AutocastCPU", "cuda": "AutocastCUDA"}
+
+
+def autocast_registrations(torch: Any, device: str) -> set[str] | None:
+    registrations = getattr(torch._C, "_dispatch_get_registrations_for_dispatch_key", None)
+    if registrations is None:
+        return None
+    return {
+        name[len("aten::") :].split(".")[0]
+        for name in registrations(DISPATCH_KEYS[device])
+        if name.startswith("aten::")
+    }
+
+
+def xfail_if_version_drift(torch: Any, device: str, op: str, category: str) -> None:
+    """A mismatch on an op whose autocast registration differs between the tables' torch and
+    the installed one is a version difference, reported as such (the tables follow one torch)."""
+    wanted = RAW["meta"]["torch_version"]
+    installed = torch.__version__
+    registered = autocast_registrations(torch, device)
+    if installed.split("+")[0] == wanted or registered is None:
+        return
+    if (op in registered) != (op in table_ops(device)):
+        pytest.xfail(
+            f"{op} on {device}: the tables (torch {wanted}) say {category}, but torch "
+            f"{installed} {'registers' if op in registered else 'has no'} autocast kernel for "
+            "it: a difference between torch versions"
+        )
 
 
 @pytest.mark.parametrize("low_name", LOW_DTYPES)

@@ -1,4 +1,4 @@
-"""The `amp-lint` command: `check` (the default), `rules` and `rule CODE`.
+"""The `amp-lint` command: `check` (the default), `rules`, `rule CODE` and `verify`.
 
 Exit status: 0 clean, 1 findings remain (or `--diff` would change something), 2 usage,
 configuration, unreadable or unparsable file, or internal error. A file that fails is reported
@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
 from amp_lint import __version__
 from amp_lint.config import Config, ConfigError, check_code_prefixes, load_config
@@ -26,7 +27,7 @@ from amp_lint.formats.text import plural
 from amp_lint.runner import Job, Outcome, read_sources, run_jobs, unified_diff, write_fixes
 
 PROGRAM = "amp-lint"
-SUBCOMMANDS = ("check", "rules", "rule")
+SUBCOMMANDS = ("check", "rules", "rule", "verify")
 STDIN = "-"
 
 EXIT_CLEAN = 0
@@ -116,6 +117,15 @@ def _parser() -> argparse.ArgumentParser:
     rule = subcommands.add_parser("rule", help="show a rule's documentation")
     rule.add_argument("rule", metavar="CODE", help="a rule code (AMP001) or name")
     rule.set_defaults(run=_run_rule)
+    verify = subcommands.add_parser(
+        "verify",
+        help="run the rules' bad and fixed examples under torch.autocast here (needs torch)",
+        description="Run every rule's bad and fixed example under torch.autocast on this "
+        "machine's torch and devices; print a table and write a JSON report. Exit 1 when an "
+        "example does not behave as its rule documents.",
+    )
+    verify.set_defaults(run=_run_verify)
+    _verify_command().add_arguments(verify)
     return parser
 
 
@@ -300,6 +310,17 @@ def _run_rules(args: argparse.Namespace) -> int:
         cells = [cell.ljust(width) for cell, width in zip(row, widths)]
         print("  ".join([*cells, row[3]]))
     return EXIT_CLEAN
+
+
+def _verify_command() -> ModuleType:
+    from amp_lint.verify import command  # torch itself is imported only when verify runs
+
+    return command
+
+
+def _run_verify(args: argparse.Namespace) -> int:
+    status: int = _verify_command().run(args)
+    return status
 
 
 def _run_rule(args: argparse.Namespace) -> int:

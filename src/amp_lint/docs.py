@@ -1,8 +1,10 @@
 """Rule documentation rendered from the rule classes, in the layout of ruff's rule pages.
 
 `amp-lint rule CODE` prints one page; `python -m amp_lint.docs` writes every page to
-docs/rules/ together with an index (`--check` only reports what is out of date). The committed
-pages are generated, never edited by hand: a test regenerates them and expects no difference.
+docs/rules/ together with an index, and the pages made from the runtime evidence in
+docs/evidence/ (its README.md and docs/claims.md; see evidence.py). `--check` only reports what
+is out of date. The committed pages are generated, never edited by hand: a test regenerates them
+and expects no difference.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from amp_lint.evidence import Report, claims_page, evidence_index, load_reports, rule_evidence
 from amp_lint.rules import Rule, all_rules
 
-DEFAULT_OUTPUT = Path(__file__).resolve().parents[2] / "docs" / "rules"
-INDEX_NAME = "README.md"
+DEFAULT_OUTPUT = Path(__file__).resolve().parents[2] / "docs"
+RULES_DIR = "rules"
+EVIDENCE_DIR = "evidence"
+INDEX_NAME = f"{RULES_DIR}/README.md"
 _PAGE_NAME = re.compile(r"^AMP\d{3}-.+\.md$")
 
 # Rules state their fixes' safety in `fix_safety` prose with bold **safe** / **unsafe**, and
@@ -60,8 +65,8 @@ def page_name(rule: type[Rule]) -> str:
     return f"{rule.code}-{rule.name}.md"
 
 
-def render_rule(rule: type[Rule]) -> str:
-    """One rule's page as markdown."""
+def render_rule(rule: type[Rule], reports: Sequence[Report] | None = None) -> str:
+    """One rule's page as markdown; with `reports`, its runtime evidence table."""
     sections = [
         f"# {rule.name} ({rule.code})",
         fix_availability(rule).sentence,
@@ -78,11 +83,14 @@ def render_rule(rule: type[Rule]) -> str:
     ]
     if rule.known_limitations.strip():
         sections += ["## Known limitations", _prose(rule.known_limitations)]
-    sections += [
-        "---",
-        "Runtime evidence for amp-lint's rules (PyTorch runs showing the failure and the fixed "
-        "code) is collected in [`docs/evidence/`](../evidence/).",
-    ]
+    if reports is None:
+        evidence = (
+            f"`amp-lint verify --select {rule.code}` runs this rule's examples under autocast on "
+            "your machine; the runs on ours are in the project's docs/evidence/."
+        )
+    else:
+        evidence = rule_evidence(rule.code, reports, docs_prefix="../../")
+    sections += ["## Runtime evidence", evidence]
     return "\n\n".join(sections) + "\n"
 
 
@@ -103,10 +111,13 @@ def render_index(rules: Sequence[type[Rule]]) -> str:
     return "\n".join(header + rows) + "\n"
 
 
-def render_all(rules: Sequence[type[Rule]]) -> dict[str, str]:
-    """File name -> contents for every page and the index."""
-    pages = {page_name(rule): render_rule(rule) for rule in rules}
+def render_all(rules: Sequence[type[Rule]], docs: Path = DEFAULT_OUTPUT) -> dict[str, str]:
+    """Path under docs/ -> contents, for every generated page."""
+    reports = load_reports(docs / EVIDENCE_DIR)
+    pages = {f"{RULES_DIR}/{page_name(rule)}": render_rule(rule, reports) for rule in rules}
     pages[INDEX_NAME] = render_index(rules)
+    pages[f"{EVIDENCE_DIR}/README.md"] = evidence_index(reports)
+    pages["claims.md"] = claims_page(reports)
     return pages
 
 
@@ -124,9 +135,9 @@ def stale_files(output: Path, pages: dict[str, str]) -> list[str]:
 def write_pages(output: Path, pages: dict[str, str]) -> list[str]:
     """Write what changed and delete pages of removed rules; returns the names touched."""
     touched = stale_files(output, pages)
-    output.mkdir(parents=True, exist_ok=True)
     for name in touched:
         if name in pages:
+            (output / name).parent.mkdir(parents=True, exist_ok=True)
             (output / name).write_bytes(pages[name].encode())
         else:
             (output / name).unlink()
@@ -134,9 +145,10 @@ def write_pages(output: Path, pages: dict[str, str]) -> list[str]:
 
 
 def _existing_pages(output: Path) -> list[str]:
-    if not output.is_dir():
+    rules = output / RULES_DIR
+    if not rules.is_dir():
         return []
-    return [path.name for path in output.iterdir() if _PAGE_NAME.match(path.name)]
+    return [f"{RULES_DIR}/{p.name}" for p in rules.iterdir() if _PAGE_NAME.match(p.name)]
 
 
 def _prose(text: str) -> str:
@@ -153,14 +165,17 @@ def _table_cell(text: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m amp_lint.docs", description="Generate docs/rules/ from the rules."
+        prog="python -m amp_lint.docs",
+        description="Generate docs/rules/, docs/evidence/README.md and docs/claims.md.",
     )
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="default: %(default)s")
+    parser.add_argument(
+        "--output", type=Path, default=DEFAULT_OUTPUT, help="the docs folder (default: %(default)s)"
+    )
     parser.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 if a page is out of date"
     )
     args = parser.parse_args(argv)
-    pages = render_all(all_rules())
+    pages = render_all(all_rules(), args.output)
     if args.check:
         stale = stale_files(args.output, pages)
         for name in stale:

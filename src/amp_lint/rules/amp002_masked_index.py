@@ -71,7 +71,15 @@ converted directly (`h.long()`): the rounding happened when `h` was computed."""
     known_limitations = """\
 Only conversions that amp-lint can see (`.long()`, `.int()`, `.to(torch.long)` and friends
 applied to a value known to be half precision) are followed, within a function and into
-functions called under autocast."""
+functions called under autocast.
+
+The fix only moves the arithmetic to float32; it cannot undo rounding already present in the
+half operands. A value that autocast produced (a layer's output) carries float16's 11 or
+bfloat16's 8 significant bits: integers above 2048 (float16) or 256 (bfloat16), and fractions
+scaled by large factors, are wrong before the index arithmetic starts. The runtime case shows
+the fix restoring exact indices for coordinates up to 255; with coordinates up to 999, bfloat16
+runs stayed wrong after the fix (we measured it while building the case). Produce such values in
+float32 (an fp32 island around the layer) instead."""
     node_types = (cst.Subscript, cst.Call)
 
     def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:

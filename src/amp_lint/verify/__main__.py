@@ -1,0 +1,5 @@
+import sys
+
+from amp_lint.verify.command import main
+
+sys.exit(main())
