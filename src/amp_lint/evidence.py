@@ -159,7 +159,7 @@ def claims_page(reports: Sequence[Report]) -> str:
     for key, claim in definitions.items():
         lines += ["", f"## {claim['claim']}", ""]
         if claim.get("source"):
-            lines += [f"Said in: <{claim['source']}>", ""]
+            lines += [f"Reference: <{claim['source']}>", ""]
         if claim.get("verdict"):
             lines += [f"**Measured:** {claim['verdict']}", ""]
         lines += ["What we ran:", ""]

@@ -44,6 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "a file named by device, GPU and torch version",
     )
     parser.add_argument(
+        "--claims",
+        action="store_true",
+        help="also run the common AMP claims of docs/claims.md (one builds a C++/CUDA "
+        "extension when a compiler and ninja are present)",
+    )
+    parser.add_argument(
         "--cases",
         type=Path,
         default=CASES_DIR,
@@ -89,12 +95,13 @@ def run(args: argparse.Namespace) -> int:
     _print_header()
     rows = run_suite(cases, devices, dtypes, progress=_print_row)
     failed = [row for row in rows if not row.ok]
+    extra = {"claims": _run_claims(devices, dtypes)} if args.claims else None
     env = environment(torch, devices[-1])
     env["devices"] = ",".join(devices)
     path = Path(args.report)
     if args.report.endswith(("/", os.sep)) or path.is_dir():
         path = path / report_name(env)
-    write_report(path, report(rows, env))
+    write_report(path, report(rows, env, extra))
     print(
         f"\n{len(rows) - len(failed)} of {len(rows)} rows as expected on torch "
         f"{torch.__version__} ({_where(env)}); report written to {path}"
@@ -107,6 +114,19 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return EXIT_UNEXPECTED if failed else EXIT_OK
+
+
+def _run_claims(devices: list[str], dtypes: list[str]) -> dict[str, Any]:
+    from amp_lint.verify.claims import CLAIMS, run_claims
+
+    print("\nclaims (docs/claims.md):")
+    rows = run_claims(devices, dtypes)
+    for row in rows:
+        outcome = row["outcome"]
+        text = outcome["kind"] + (f": {outcome['detail']}" if outcome["detail"] else "")
+        where = f"{row['device']}/{row['dtype']}"
+        print(f"  {row['claim']:<26} {row['experiment']:<36} {where:<14} {text[:70]}")
+    return {"definitions": [claim.as_json() for claim in CLAIMS], "rows": rows}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
