@@ -315,3 +315,26 @@ def test_parameters_have_their_data_dtype() -> None:
     )
     assert ("float32", "cuda/float16/on") in seen
     assert seen.count(("float32", "cuda/float16/on")) == 2  # half + float32 promotes
+
+
+def test_moving_a_module_to_a_device_keeps_what_it_is() -> None:
+    seen = reveal(
+        """
+        import torch
+        from torch import nn
+        class Net(nn.Module):
+            def forward(self, x):
+                return x @ x
+        def run(x, device):
+            layer = nn.Linear(4, 4).to(device)
+            net = Net().cuda().eval()
+            halved = nn.Linear(4, 4).to(torch.float16)
+            with torch.autocast("cuda"):
+                reveal(layer(x))
+                reveal(net(x))
+                reveal(halved(x))
+        """
+    )
+    assert seen[:2] == [("float16", "cuda/float16/on"), ("float16", "cuda/float16/on")]
+    # `.to(torch.float16)` changes the parameters: what the module returns is not claimed.
+    assert seen[2][0] == "unknown"

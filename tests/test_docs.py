@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from amp_lint.docs import fix_availability, render_all, render_rule, stale_files
+from amp_lint.evidence import load_reports
 from amp_lint.rules import all_rules
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -50,3 +51,21 @@ def test_fix_availability_is_read_from_fix_safety() -> None:
     )
     assert availability("* a is **safe**\n* b is **unsafe**")[0] == "safe/unsafe"
     assert availability("There is no fix.") == ("none", "Fix is not available.")
+
+
+def test_every_rule_has_committed_runtime_evidence() -> None:
+    reports = load_reports(DOCS / "evidence")
+    rows = [row for report in reports for row in report.rows]
+    devices = {"cpu"} | {row["device"] for row in rows}
+    have = {(row["rule"], row["device"], row["dtype"]) for row in rows}
+    missing = [
+        f"{rule.code} {device}/{dtype}"
+        for rule in all_rules()
+        for device in sorted(devices)
+        for dtype in ("float16", "bfloat16")
+        if (rule.code, device, dtype) not in have
+    ]
+    assert not missing, f"no runtime evidence for {missing}: add a case and run amp-lint verify"
+    broken = [f"{row['rule']} {row['case']} {row['device']}/{row['dtype']}" for row in rows]
+    broken = [name for name, row in zip(broken, rows) if not row["ok"]]
+    assert not broken, f"committed reports contain rows not as documented: {broken}"

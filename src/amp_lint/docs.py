@@ -116,7 +116,7 @@ def render_all(rules: Sequence[type[Rule]], docs: Path = DEFAULT_OUTPUT) -> dict
     reports = load_reports(docs / EVIDENCE_DIR)
     pages = {f"{RULES_DIR}/{page_name(rule)}": render_rule(rule, reports) for rule in rules}
     pages[INDEX_NAME] = render_index(rules)
-    pages[f"{EVIDENCE_DIR}/README.md"] = evidence_index(reports)
+    pages[f"{EVIDENCE_DIR}/README.md"] = evidence_index(reports, docs / EVIDENCE_DIR)
     pages["claims.md"] = claims_page(reports)
     return pages
 

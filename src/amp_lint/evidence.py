@@ -95,8 +95,9 @@ def rule_evidence(code: str, reports: Sequence[Report], docs_prefix: str) -> str
     return "\n".join([*intro, "", *lines])
 
 
-def evidence_index(reports: Sequence[Report]) -> str:
-    """docs/evidence/README.md."""
+def evidence_index(reports: Sequence[Report], directory: Path) -> str:
+    """docs/evidence/README.md; a report's `<name>-pytest.log` beside it (the GPU machines' run
+    of the torch-only tests) is linked."""
     lines = [
         "# Runtime evidence",
         "",
@@ -111,7 +112,8 @@ def evidence_index(reports: Sequence[Report]) -> str:
         "or NaN in an output or gradient), `wrong` (relative error against float32 above the "
         "case's tolerance, 5% unless stated), `warned` (a deprecation warning), `clean`. The "
         "CPU report is checked against a fresh run by the test suite (tests/test_runtime.py); "
-        "CUDA reports come from runs on GPU machines.",
+        "CUDA reports come from runs on GPU machines, which also run the torch-only tests "
+        "(op-table truth test, runtime suite, claims) and keep their log beside the report.",
         "",
         "| Report | Devices | Hardware | torch | Python | Date | Rows as documented |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -121,8 +123,12 @@ def evidence_index(reports: Sequence[Report]) -> str:
         devices = env.get("devices", env.get("device", "?"))
         hardware = ", ".join(report.hardware(d) for d in devices.split(","))
         ok = sum(1 for row in report.rows if row["ok"])
+        log = report.file[: -len(".json")] + "-pytest.log"
+        name = f"[{report.file}]({report.file})"
+        if (directory / log).exists():
+            name += f" ([pytest log]({log}))"
         cells = [
-            f"[{report.file}]({report.file})",
+            name,
             devices,
             hardware,
             report.torch,

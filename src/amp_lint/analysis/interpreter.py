@@ -27,7 +27,12 @@ from amp_lint.analysis.regions import (
     AutocastRegion,
     accelerate_settings,
 )
-from amp_lint.analysis.semantics import NN_MODULE_OPS, PARAMETRIZED_MODULES, op_result
+from amp_lint.analysis.semantics import (
+    NN_MODULE_OPS,
+    PARAMETRIZED_MODULES,
+    op_result,
+    returns_same_module,
+)
 from amp_lint.analysis.values import UNKNOWN_VALUE, Env, Value, join_values
 from amp_lint.rules.base import Report, Rule
 
@@ -299,7 +304,7 @@ class Interpreter:
     def call_method(self, receiver: Value, method: str, call: cst.Call, frame: Frame) -> Value:
         local = self.index.class_for_qualified(receiver.instance_of)
         overridden = local is not None and self._find_method(local, method) is not None
-        if not overridden and _returns_same_module(method, call):
+        if not overridden and returns_same_module(method, call):
             return receiver  # `model = Net().to(device)` is still a Net
         if local is None:
             return (
@@ -400,27 +405,3 @@ def _walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
 def run_interpreter(facts: ModuleFacts, rules: list[Rule]) -> list[tuple[Rule, Report]]:
     return Interpreter(facts, rules).run()
 
-
-# nn.Module methods that return the module itself with its parameters' dtype unchanged.
-_SAME_MODULE_METHODS = frozenset({"to", "cuda", "cpu", "xpu", "train", "eval", "requires_grad_"})
-
-
-def _returns_same_module(method: str, call: cst.Call) -> bool:
-    if method not in _SAME_MODULE_METHODS:
-        return False
-    # `.to(torch.float16)` / `.to(dtype=...)` / `.to(x)` may change the parameters' dtype.
-    return method != "to" or all(
-        arg.keyword is None and not _may_carry_dtype(arg.value) for arg in call.args
-    )
-
-
-def _may_carry_dtype(node: cst.BaseExpression) -> bool:
-    if isinstance(node, (cst.SimpleString, cst.Integer)):
-        return False  # "cuda", "cuda:0", 0
-    if isinstance(node, cst.Call):
-        return not (dotted_name(node.func) or "").endswith("device")
-    dotted = dotted_name(node)
-    if dotted is None:
-        return True
-    last = dotted.rsplit(".", 1)[-1]
-    return last not in ("device", "cuda", "cpu") and "device" not in last.lower()

@@ -3,6 +3,8 @@ per-device casting policy (read from the op tables)."""
 
 from __future__ import annotations
 
+import libcst as cst
+
 from amp_lint.analysis.dtypes import (
     BFLOAT16,
     BOOL,
@@ -17,6 +19,7 @@ from amp_lint.analysis.dtypes import (
     join,
     promote,
 )
+from amp_lint.analysis.names import dotted_name
 from amp_lint.analysis.optables import OpCategory, load_op_tables
 from amp_lint.analysis.regions import AutocastRegion
 
@@ -251,3 +254,28 @@ def factory_dtype(name: str, fill: float | None) -> DType:
     if name == "randint":
         return INTEGER
     return UNKNOWN
+
+
+# nn.Module methods that return the module itself with its parameters' dtype unchanged.
+_SAME_MODULE_METHODS = frozenset({"to", "cuda", "cpu", "xpu", "train", "eval", "requires_grad_"})
+
+
+def returns_same_module(method: str, call: cst.Call) -> bool:
+    if method not in _SAME_MODULE_METHODS:
+        return False
+    # `.to(torch.float16)` / `.to(dtype=...)` / `.to(x)` may change the parameters' dtype.
+    return method != "to" or all(
+        arg.keyword is None and not _may_carry_dtype(arg.value) for arg in call.args
+    )
+
+
+def _may_carry_dtype(node: cst.BaseExpression) -> bool:
+    if isinstance(node, (cst.SimpleString, cst.Integer)):
+        return False  # "cuda", "cuda:0", 0
+    if isinstance(node, cst.Call):
+        return not (dotted_name(node.func) or "").endswith("device")
+    dotted = dotted_name(node)
+    if dotted is None:
+        return True
+    last = dotted.rsplit(".", 1)[-1]
+    return last not in ("device", "cuda", "cpu") and "device" not in last.lower()
