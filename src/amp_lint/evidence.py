@@ -84,14 +84,17 @@ def rule_evidence(code: str, reports: Sequence[Report], docs_prefix: str) -> str
             f"`amp-lint verify --select {code}` runs the cases of a rule on your machine."
         )
     intro = [
-        "Every row is a real run: the rule's runnable example and its autofixed copy, under "
+        "Every row is a real run: the rule's runnable example and its fixed copy (amp-lint's "
+        "own fix unless noted), under "
         "`torch.autocast(device, dtype)`, compared with the same code run in float32. "
         f"`amp-lint verify --select {code}` repeats them on your machine and torch.",
         "",
     ]
     for name, info in sorted(cases.items()):
         source = f"{docs_prefix}{CASES_SOURCE}/{info.get('file', '')}"
-        intro.append(f"* [`{name}`]({source}): {_case_description(info)}")
+        fixed_by = info.get("fixed_by", "amp-lint")
+        note = "" if fixed_by == "amp-lint" else f" The fixed example is fixed by {fixed_by}."
+        intro.append(f"* [`{name}`]({source}): {_case_description(info)}{note}")
     return "\n".join([*intro, "", *lines])
 
 

@@ -164,6 +164,7 @@ def report(rows: list[Row], env: dict[str, str], extra: dict[str, Any] | None = 
                 "title": case.title,
                 "why": case.why,
                 "file": Path(case.bad.__file__ or "").name,
+                "fixed_by": "hand (the rule has no autofix)" if case.hand_fixed else "amp-lint",
             }
             for name, case in sorted(cases.items())
         },

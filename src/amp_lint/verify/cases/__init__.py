@@ -10,6 +10,9 @@ A case module defines:
 * ``EXPECTED``: ``{"cpu/float16": "raised: <start of message>", "cuda/bfloat16": "clean", ...}``,
   the outcome of the bad example on each device and dtype (see outcomes.Expectation);
 * optionally ``DEVICES`` (default both) and ``TOLERANCE`` (default outcomes.DEFAULT_TOLERANCE);
+* ``HAND_FIXED = True`` for a rule without an autofix (lint only): its ``.fixed.py`` is then
+  written by hand, as the rule's documentation tells users to fix it, and the tests check that
+  the fixer leaves the bad example alone and that the rule does not flag the hand-fixed copy;
 * ``run(device, dtype)``: builds small deterministic inputs on ``device``, runs the code under
   ``torch.autocast(device, dtype=dtype)`` (autocast disabled when ``dtype`` is None, which gives
   the float32 reference) and returns ``{name: tensor}``.
@@ -48,6 +51,7 @@ class RuntimeCase:
     expected: Mapping[str, Expectation]  # "device/dtype" -> expectation
     bad: ModuleType
     fixed: ModuleType
+    hand_fixed: bool = False
 
     def expectation(self, device: str, dtype: str) -> Expectation:
         return self.expected[f"{device}/{dtype}"]
@@ -120,6 +124,7 @@ def _load_case(path: Path) -> RuntimeCase:
         expected=expected,
         bad=bad_module,
         fixed=fixed_module,
+        hand_fixed=bool(getattr(bad_module, "HAND_FIXED", False)),
     )
 
 
