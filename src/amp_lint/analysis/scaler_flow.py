@@ -1,0 +1,771 @@
+"""GradScaler training-loop order: what happens to the gradients between
+`scaler.scale(loss).backward()` and the optimizer update, statement by statement.
+
+Every function (and the module's top-level code) is walked in source order. `if`/`match`
+branches are walked from the same state and merged; loops are walked until their entry state
+stops changing; `with` and `try` bodies are walked in place; calls to the module's own
+functions and to `self.method(...)` are followed into their bodies (depth 4), so a helper that
+clips, unscales or steps counts where it is called.
+
+The state is "may" information merged with OR, chosen so that correlated conditions
+(`if use_amp: scaler.unscale_(opt)` before an unconditional clip) do not raise false alarms:
+
+* `backwards`: the scaled backward passes that may have run with nothing handled since;
+* `unscaled`: an `unscale_`, `step`, `update` or `zero_grad` may have run since (gradients
+  no longer scaled on some path);
+* `stepped`: a `scaler.step` or `scaler.update` may have run since.
+
+Branches that are the non-AMP alternative (an `else` whose sibling calls `scaler.step` or
+`scaler.unscale_`, or the branch of `if not use_amp:` / `if scaler is None:`) are not checked:
+they run when the scaler does not.
+
+The facts are hazards, no opinions on wording: the AMP301-AMP303 rules phrase and fix them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+
+import libcst as cst
+
+from amp_lint.analysis.calls import ClassInfo, ModuleIndex, build_index
+from amp_lint.analysis.module import ModuleFacts
+from amp_lint.analysis.names import ModuleNames, dotted_name
+from amp_lint.analysis.outline import child_nodes, positional_arguments, walk_statements
+from amp_lint.analysis.regions import GRAD_SCALERS, accelerate_settings
+
+SCALER_CONSTRUCTORS = frozenset(
+    [
+        *GRAD_SCALERS,
+        "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
+        "torch.distributed.fsdp.ShardedGradScaler",
+    ]
+)
+_CLIP_NAMES = ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "clip_grads_with_norm_")
+CLIP_FUNCTIONS = frozenset(
+    [f"torch.nn.utils.{name}" for name in _CLIP_NAMES]
+    + [f"torch.nn.utils.clip_grad.{name}" for name in _CLIP_NAMES]
+    + [
+        "timm.utils.dispatch_clip_grad",
+        "timm.utils.clip_grad.dispatch_clip_grad",
+        "timm.utils.adaptive_clip_grad",
+        "timm.utils.agc.adaptive_clip_grad",
+    ]
+)
+# `model.clip_grad_norm_(max_norm)`: FSDP's method, which does not unscale.
+_CLIP_METHODS = frozenset(["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_"])
+_AMP_WORDS = frozenset(["amp", "fp16", "float16", "scaler", "half", "mixed", "autocast"])
+_PER_STEP_WORDS = ("step", "train", "iter", "batch", "epoch", "fit", "optimi", "backward")
+MAX_DEPTH = 4
+# Followed calls (distinct function and entry state) per module.
+MAX_FOLLOWED = 1000
+
+
+@dataclass(frozen=True)
+class Backward:
+    """`scaler.scale(loss).backward()` (or a name assigned from `scaler.scale(...)`)."""
+
+    call: cst.Call
+    scaler: cst.BaseExpression  # as spelled where the backward is (maybe in a callee)
+    in_callee: bool  # reached through a call from the walked function
+
+
+@dataclass(frozen=True)
+class ScalerHazard:
+    kind: str  # "clip" (AMP301), "bypass" (AMP302), "no_update" (AMP303)
+    node: cst.Call
+    via: tuple[cst.Call, ...] = ()
+    backwards: tuple[Backward, ...] = ()
+    # Whether an unscale_ may have run before (bypass: gradients unscaled, inf still applied).
+    unscaled: bool = False
+    # Where the node's statement sits, for fixes: the line, and whether it is the only
+    # statement on its line inside an indented block (a fix can add a line beside it).
+    line: cst.SimpleStatementLine | None = None
+    function: cst.FunctionDef | None = None
+    path: tuple[cst.CSTNode, ...] = ()
+    # no_update: "never" (no update in reach) or "after_loop" (only outside the loop).
+    detail: str = ""
+    # no_update: the loop over optimizers the step is in, after which an update belongs.
+    optimizer_loop: cst.For | None = None
+
+
+@dataclass(frozen=True)
+class _State:
+    backwards: frozenset[Backward] = frozenset()
+    unscaled: bool = False
+    stepped: bool = False
+
+    def merge(self, other: _State) -> _State:
+        return _State(
+            self.backwards | other.backwards,
+            self.unscaled or other.unscaled,
+            self.stepped or other.stepped,
+        )
+
+
+_CLEAN = _State()
+
+
+@dataclass(frozen=True)
+class _Context:
+    function: cst.FunctionDef | None
+    owner: ClassInfo | None
+    via: tuple[cst.Call, ...] = ()
+    path: tuple[cst.CSTNode, ...] = ()
+    line: cst.SimpleStatementLine | None = None
+    suppressed: bool = False  # a non-AMP branch
+    active: frozenset[int] = frozenset()  # functions being walked (no recursion)
+
+
+@dataclass
+class ScalerFlow:
+    """Hazards of one module, in the order found."""
+
+    hazards: list[ScalerHazard] = field(default_factory=list)
+    # Every `scaler.step(...)` call of a walked function body (not via a call): for fixes.
+    steps: dict[int, list[tuple[cst.Call, tuple[cst.CSTNode, ...]]]] = field(default_factory=dict)
+    unscales: dict[int, list[cst.Call]] = field(default_factory=dict)
+
+    def of_kind(self, kind: str) -> Iterator[ScalerHazard]:
+        return (hazard for hazard in self.hazards if hazard.kind == kind)
+
+
+_CACHE: dict[int, tuple[cst.Module, ScalerFlow]] = {}
+
+
+def scaler_flow(facts: ModuleFacts) -> ScalerFlow:
+    """The hazards of the module, computed once for all the rules that ask."""
+    cached = _CACHE.get(id(facts.module))
+    if cached is not None and cached[0] is facts.module:
+        return cached[1]
+    flow = _analyse(facts)
+    _CACHE.clear()
+    _CACHE[id(facts.module)] = (facts.module, flow)
+    return flow
+
+
+# --- names -------------------------------------------------------------------------------
+
+
+@dataclass
+class ScalerNames:
+    """Spellings (dotted names) of GradScaler instances and optimizers in the module."""
+
+    names: ModuleNames
+    enabled: set[str] = field(default_factory=set)
+    disabled: set[str] = field(default_factory=set)
+    optimizers: set[str] = field(default_factory=set)
+    accelerators: frozenset[str] = frozenset()
+
+    def is_scaler(self, node: cst.BaseExpression) -> bool:
+        name = dotted_name(node)
+        if name is None:
+            return False
+        if name in self.enabled:
+            return True
+        if name in self.disabled:
+            return False
+        return "scaler" in name.rsplit(".", 1)[-1].lower()
+
+    def is_disabled(self, node: cst.BaseExpression) -> bool:
+        name = dotted_name(node)
+        return name is not None and name in self.disabled and name not in self.enabled
+
+    def is_optimizer(self, node: cst.BaseExpression) -> bool:
+        name = dotted_name(node)
+        if name is None or self.is_scaler(node):
+            return False
+        if name in self.optimizers:
+            return True
+        last = name.rsplit(".", 1)[-1].lower()
+        if "sched" in last:
+            return False
+        return "optim" in last or "opt" in last.split("_")
+
+    def is_accelerator(self, node: cst.BaseExpression) -> bool:
+        name = dotted_name(node)
+        if name is None:
+            return False
+        return name in self.accelerators or name.rsplit(".", 1)[-1].lower().endswith("accelerator")
+
+
+def same_scaler(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
+    """Two spellings of what is taken to be the same scaler (`self.scaler` and
+    `trainer.scaler` count as one: the last name decides)."""
+    first, second = dotted_name(a), dotted_name(b)
+    if first is None or second is None:
+        return False
+    return first.rsplit(".", 1)[-1] == second.rsplit(".", 1)[-1]
+
+
+def _collect_names(facts: ModuleFacts) -> ScalerNames:
+    names = facts.names
+    accelerate = accelerate_settings(facts.module, names)
+    result = ScalerNames(names, accelerators=accelerate.instance_names)
+    for statement in walk_statements(facts.module):
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            targets: list[cst.BaseExpression] = []
+            value: cst.BaseExpression | None = None
+            if isinstance(small, cst.Assign):
+                targets = [t.target for t in small.targets]
+                value = small.value
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                targets = [small.target]
+                value = small.value
+            if not isinstance(value, cst.Call):
+                continue
+            qualified = names.qualified_name(value.func)
+            spelled = [t for t in (dotted_name(target) for target in targets) if t]
+            if qualified in SCALER_CONSTRUCTORS:
+                bucket = result.disabled if _disabled(value) else result.enabled
+                bucket.update(spelled)
+            elif qualified is not None and _is_optimizer_class(qualified):
+                result.optimizers.update(spelled)
+    for call in _all_calls(facts.module):
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            continue
+        receiver = dotted_name(func.value)
+        method = func.attr.value
+        if method == "backward" and _scale_call(func.value) is not None:
+            scale = _scale_call(func.value)
+            assert scale is not None and isinstance(scale.func, cst.Attribute)
+            scaler = dotted_name(scale.func.value)
+            if scaler and scaler not in result.disabled:
+                result.enabled.add(scaler)
+        elif method == "unscale_" and receiver and receiver not in result.disabled:
+            result.enabled.add(receiver)
+    for call in _all_calls(facts.module):
+        func = call.func
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in ("step", "unscale_")
+            and result.is_scaler(func.value)
+        ):
+            arguments = positional_arguments(call)
+            optimizer = dotted_name(arguments[0]) if arguments else None
+            if optimizer:
+                result.optimizers.add(optimizer)
+    return result
+
+
+def _disabled(call: cst.Call) -> bool:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "enabled":
+            return isinstance(arg.value, cst.Name) and arg.value.value == "False"
+    return False
+
+
+def _is_optimizer_class(qualified: str) -> bool:
+    parts = qualified.split(".")
+    return (
+        len(parts) >= 3
+        and parts[:2] == ["torch", "optim"]
+        and parts[2] not in ("lr_scheduler", "swa_utils")
+    )
+
+
+def _scale_call(node: cst.BaseExpression) -> cst.Call | None:
+    """`scaler.scale(...)` as written (the receiver of `.backward()`)."""
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "scale"
+        and dotted_name(node.func.value) is not None
+        and len(node.args) >= 1
+    ):
+        return node
+    return None
+
+
+def _all_calls(node: cst.CSTNode) -> Iterator[cst.Call]:
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            yield current
+        stack.extend(child_nodes(current))
+
+
+def calls_in_order(node: cst.CSTNode) -> list[cst.Call]:
+    """Calls in evaluation order (arguments before the call), not entering nested defs."""
+    order: list[cst.Call] = []
+
+    def visit(current: cst.CSTNode) -> None:
+        if isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return
+        for child in child_nodes(current):
+            visit(child)
+        if isinstance(current, cst.Call):
+            order.append(current)
+
+    visit(node)
+    return order
+
+
+# --- the walk ----------------------------------------------------------------------------
+
+
+class _Walker:
+    def __init__(self, facts: ModuleFacts, index: ModuleIndex, names: ScalerNames) -> None:
+        self.facts = facts
+        self.index = index
+        self.names = names
+        self.flow = ScalerFlow()
+        self.seen: set[tuple[str, int]] = set()
+        # `scaled = scaler.scale(loss)`, per walked function: name -> the scaler.
+        self.scaled_names: dict[int, dict[str, cst.BaseExpression]] = {}
+        self._called_in_loops: set[str] | None = None
+        # (function, entry state, suppressed) -> exit state of a followed call
+        self.followed: dict[tuple[int, _State, bool], _State] = {}
+        self.calls: dict[int, list[cst.Call]] = {}  # statement -> its calls, in order
+
+    # Statements
+
+    def block(self, body: Sequence[cst.BaseStatement], state: _State, ctx: _Context) -> _State:
+        for statement in body:
+            state = self.statement(statement, state, ctx)
+        return state
+
+    def statement(self, statement: cst.BaseStatement, state: _State, ctx: _Context) -> _State:
+        if isinstance(statement, cst.SimpleStatementLine):
+            line_ctx = replace(ctx, line=statement)
+            for small in statement.body:
+                state = self.small(small, state, line_ctx)
+            return state
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            return state
+        inner = replace(ctx, path=(*ctx.path, statement), line=None)
+        if isinstance(statement, cst.If):
+            return self.if_chain(statement, state, inner)
+        if isinstance(statement, (cst.For, cst.While)):
+            header = statement.iter if isinstance(statement, cst.For) else statement.test
+            state = self.expression(header, state, inner)
+            entry = state
+            for _ in range(4):
+                end = self.suite(statement.body, entry, inner)
+                merged = entry.merge(end)
+                if merged == entry:
+                    break
+                entry = merged
+            if statement.orelse is not None:
+                entry = self.suite(statement.orelse.body, entry, inner)
+            return entry
+        if isinstance(statement, cst.With):
+            for item in statement.items:
+                state = self.expression(item.item, state, inner)
+            return self.suite(statement.body, state, inner)
+        if isinstance(statement, cst.Try):
+            after = self.suite(statement.body, state, inner)
+            handled = after
+            for handler in statement.handlers:
+                handled = handled.merge(self.suite(handler.body, state.merge(after), inner))
+            if statement.orelse is not None:
+                handled = handled.merge(self.suite(statement.orelse.body, after, inner))
+            if statement.finalbody is not None:
+                handled = self.suite(statement.finalbody.body, handled, inner)
+            return handled
+        if isinstance(statement, cst.Match):
+            state = self.expression(statement.subject, state, inner)
+            merged = state
+            for case in statement.cases:
+                merged = merged.merge(self.suite(case.body, state, inner))
+            return merged
+        return state
+
+    def suite(self, body: cst.BaseSuite, state: _State, ctx: _Context) -> _State:
+        if isinstance(body, cst.IndentedBlock):
+            return self.block(body.body, state, ctx)
+        assert isinstance(body, cst.SimpleStatementSuite)
+        for small in body.body:
+            state = self.small(small, state, replace(ctx, line=None))
+        return state
+
+    def if_chain(self, node: cst.If, state: _State, ctx: _Context) -> _State:
+        branches: list[tuple[cst.BaseSuite, bool]] = []  # (body, is the non-AMP branch)
+        current: cst.If | None = node
+        has_else = False
+        while current is not None:
+            state = self.expression(current.test, state, ctx)
+            polarity = self.amp_test(current.test)
+            branches.append((current.body, polarity is False))
+            orelse = current.orelse
+            if isinstance(orelse, cst.If):
+                current = orelse
+            else:
+                if orelse is not None:
+                    branches.append((orelse.body, polarity is True))
+                    has_else = True
+                current = None
+        uses_scaler = [self.updates_with_scaler(body) for body, _ in branches]
+        merged = None if has_else else state
+        for position, (body, non_amp) in enumerate(branches):
+            sibling_uses = any(u for i, u in enumerate(uses_scaler) if i != position)
+            suppressed = ctx.suppressed or non_amp or (sibling_uses and not uses_scaler[position])
+            end = self.suite(body, state, replace(ctx, suppressed=suppressed))
+            merged = end if merged is None else merged.merge(end)
+        assert merged is not None
+        return merged
+
+    def amp_test(self, test: cst.BaseExpression) -> bool | None:
+        """True for `if use_amp:` / `if scaler is not None:`, False for their negations,
+        None for a test that does not read an AMP switch."""
+        negated = False
+        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            negated = not negated
+            test = test.expression
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            target = test.comparisons[0]
+            right = target.comparator
+            if isinstance(right, cst.Name) and right.value in ("None", "False"):
+                if isinstance(target.operator, (cst.Is, cst.Equal)):
+                    negated = not negated
+                elif not isinstance(target.operator, (cst.IsNot, cst.NotEqual)):
+                    return None
+                test = test.left
+            else:
+                return None
+        if not _mentions_amp(test):
+            return None
+        return not negated
+
+    def updates_with_scaler(self, body: cst.BaseSuite) -> bool:
+        for call in _all_calls(body):
+            func = call.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in ("step", "unscale_")
+                and self.names.is_scaler(func.value)
+            ):
+                return True
+        return False
+
+    def small(self, small: cst.BaseSmallStatement, state: _State, ctx: _Context) -> _State:
+        state = self.expression(small, state, ctx)
+        if isinstance(small, cst.Assign):
+            scaler = self.scaler_of_scale(small.value)
+            for target in small.targets:
+                name = dotted_name(target.target)
+                if name and scaler is not None:
+                    self.scaled_names.setdefault(_key(ctx.function), {})[name] = scaler
+        return state
+
+    def expression(self, node: cst.CSTNode, state: _State, ctx: _Context) -> _State:
+        calls = self.calls.get(id(node))
+        if calls is None:
+            calls = self.calls[id(node)] = calls_in_order(node)
+        for call in calls:
+            state = self.call(call, state, ctx)
+        return state
+
+    # Calls
+
+    def call(self, call: cst.Call, state: _State, ctx: _Context) -> _State:
+        func = call.func
+        names = self.names
+        qualified = self.facts.names.qualified_name(func)
+        if qualified in CLIP_FUNCTIONS:
+            return self.clip(call, state, ctx)
+        if qualified == "torch.autograd.backward":
+            arguments = positional_arguments(call)
+            scaler = self.scaled(arguments[0], ctx) if arguments else None
+            return self.backward(call, scaler, ctx) if scaler is not None else state
+        if isinstance(func, cst.Attribute) and qualified is None:
+            method = func.attr.value
+            receiver = func.value
+            if method == "backward":
+                scaler = self.scaled(receiver, ctx)
+                if scaler is not None:
+                    return self.backward(call, scaler, ctx)
+                return self.follow(call, state, ctx)  # `self.backward(loss)`, a helper
+            if names.is_scaler(receiver) and not names.is_disabled(receiver):
+                if method == "unscale_":
+                    if not ctx.via and ("unscale", id(call)) not in self.seen:
+                        self.seen.add(("unscale", id(call)))
+                        self.flow.unscales.setdefault(_key(ctx.function), []).append(call)
+                    return replace(state, unscaled=True)
+                if method == "step" and call.args:
+                    if not ctx.via and ("step", id(call)) not in self.seen:
+                        self.seen.add(("step", id(call)))
+                        self.flow.steps.setdefault(_key(ctx.function), []).append((call, ctx.path))
+                        self.record_step(call, ctx)
+                    return replace(state, unscaled=True, stepped=True)
+                if method == "update":
+                    return replace(state, unscaled=True, stepped=True)
+                return state
+            if method == "zero_grad":
+                return _CLEAN
+            if method in _CLIP_METHODS and not names.is_accelerator(receiver):
+                if dotted_name(receiver) not in ("self", None) or isinstance(receiver, cst.Call):
+                    return self.clip(call, state, ctx)
+                return state
+            if method == "step" and not call.args and names.is_optimizer(receiver):
+                return self.optimizer_step(call, state, ctx)
+        return self.follow(call, state, ctx)
+
+    def scaled(self, receiver: cst.BaseExpression, ctx: _Context) -> cst.BaseExpression | None:
+        """The scaler of a scaled loss: `scaler.scale(loss)`, `scaler.scale(loss) / k`, or a
+        name assigned from one; None when the loss is not scaled."""
+        name = dotted_name(receiver)
+        if name is not None:
+            return self.scaled_names.get(_key(ctx.function), {}).get(name)
+        return self.scaler_of_scale(receiver)
+
+    def scaler_of_scale(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
+        for inner in _all_calls(node):
+            scale = _scale_call(inner)
+            if scale is None:
+                continue
+            assert isinstance(scale.func, cst.Attribute)
+            scaler = scale.func.value
+            if self.names.is_scaler(scaler) and not self.names.is_disabled(scaler):
+                return scaler
+        return None
+
+    def backward(self, call: cst.Call, scaler: cst.BaseExpression, ctx: _Context) -> _State:
+        event = Backward(call, scaler, bool(ctx.via))
+        return _State(frozenset([event]), unscaled=False, stepped=False)
+
+    def clip(self, call: cst.Call, state: _State, ctx: _Context) -> _State:
+        if state.backwards and not state.unscaled and not ctx.suppressed:
+            self.report("clip", call, state, ctx)
+        return state
+
+    def optimizer_step(self, call: cst.Call, state: _State, ctx: _Context) -> _State:
+        if state.backwards and not state.stepped and not ctx.suppressed:
+            self.report("bypass", call, state, ctx)
+        # The bypassing step consumed the gradients; what follows is another story.
+        return replace(state, unscaled=True, stepped=True)
+
+    def report(self, kind: str, call: cst.Call, state: _State, ctx: _Context) -> None:
+        key = (kind, id(call))
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        backwards = tuple(sorted(state.backwards, key=lambda b: b.in_callee))
+        self.flow.hazards.append(
+            ScalerHazard(
+                kind,
+                call,
+                ctx.via,
+                backwards,
+                unscaled=state.unscaled,
+                line=ctx.line if not ctx.via else None,
+                function=ctx.function,
+                path=ctx.path,
+            )
+        )
+
+    def follow(self, call: cst.Call, state: _State, ctx: _Context) -> _State:
+        if len(ctx.via) >= MAX_DEPTH:
+            return state
+        target = self.resolve(call, ctx.owner)
+        if target is None or id(target) in ctx.active:
+            return state
+        function, owner = target
+        memo_key = (id(function), state, ctx.suppressed)
+        if memo_key in self.followed:
+            return self.followed[memo_key]
+        if len(self.followed) >= MAX_FOLLOWED:
+            return state  # a module of many calls: stop following rather than slow down
+        inner = _Context(
+            function=ctx.function,
+            owner=owner,
+            via=(*ctx.via, call),
+            path=ctx.path,
+            suppressed=ctx.suppressed,
+            active=ctx.active | {id(function)},
+        )
+        self.followed[memo_key] = state  # while walking it (recursion): no effect
+        end = self.suite(function.body, state, inner)
+        self.followed[memo_key] = end
+        return end
+
+    def resolve(
+        self, call: cst.Call, owner: ClassInfo | None
+    ) -> tuple[cst.FunctionDef, ClassInfo | None] | None:
+        func = call.func
+        if isinstance(func, cst.Name):
+            function = self.index.functions.get(func.value)
+            return (function, None) if function is not None else None
+        if (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+            and owner is not None
+        ):
+            method = owner.methods.get(func.attr.value)
+            return (method, owner) if method is not None else None
+        return None
+
+    # AMP303
+
+    def record_step(self, call: cst.Call, ctx: _Context) -> None:
+        assert isinstance(call.func, cst.Attribute)
+        scaler = call.func.value
+        loop, optimizer_loop = self.innermost_loop(call, ctx.path)
+        if loop is not None:
+            if self.reaches_update(loop.body, scaler, ctx.owner, 0):
+                return
+            detail = "after_loop" if self.function_updates(ctx, scaler) else "never"
+        else:
+            if self.function_updates(ctx, scaler) or self.module_updates(scaler):
+                return
+            if not self.per_step(ctx.function):
+                return
+            detail = "never"
+        self.flow.hazards.append(
+            ScalerHazard(
+                "no_update",
+                call,
+                line=ctx.line,
+                function=ctx.function,
+                path=ctx.path,
+                detail=detail,
+                optimizer_loop=optimizer_loop,
+            )
+        )
+
+    def innermost_loop(
+        self, call: cst.Call, path: tuple[cst.CSTNode, ...]
+    ) -> tuple[cst.For | cst.While | None, cst.For | None]:
+        """The loop that runs the step once per iteration, and the outermost loop over
+        optimizers inside it (`for optimizer in optimizers: scaler.step(optimizer)`)."""
+        used = {n.value for n in _names_in(call.args[0].value)} if call.args else set()
+        optimizer_loop: cst.For | None = None
+        for node in reversed(path):
+            if isinstance(node, cst.While):
+                return node, optimizer_loop
+            if isinstance(node, cst.For):
+                bound = {n.value for n in _names_in(node.target)}
+                if bound & used:
+                    optimizer_loop = node
+                    continue
+                return node, optimizer_loop
+        return None, optimizer_loop
+
+    def function_updates(self, ctx: _Context, scaler: cst.BaseExpression) -> bool:
+        body: cst.CSTNode = ctx.function.body if ctx.function is not None else self.facts.module
+        return self.reaches_update(body, scaler, ctx.owner, 0)
+
+    def reaches_update(
+        self, node: cst.CSTNode, scaler: cst.BaseExpression, owner: ClassInfo | None, depth: int
+    ) -> bool:
+        for call in _all_calls(node):
+            func = call.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value == "update"
+                and same_scaler(func.value, scaler)
+            ):
+                return True
+            target = self.resolve(call, owner) if depth < MAX_DEPTH else None
+            if (
+                target is not None
+                and target[0] is not node
+                and self.reaches_update(target[0].body, scaler, target[1], depth + 1)
+            ):
+                return True
+        return False
+
+    def module_updates(self, scaler: cst.BaseExpression) -> bool:
+        return self.reaches_update(self.facts.module, scaler, None, MAX_DEPTH)
+
+    def per_step(self, function: cst.FunctionDef | None) -> bool:
+        if function is None:
+            return False
+        name = function.name.value.lower()
+        if any(word in name for word in _PER_STEP_WORDS):
+            return True
+        return function.name.value in self.called_in_loops()
+
+    def called_in_loops(self) -> set[str]:
+        if self._called_in_loops is not None:
+            return self._called_in_loops
+        called: set[str] = set()
+        for statement in walk_statements(self.facts.module):
+            if isinstance(statement, (cst.For, cst.While)):
+                for call in _all_calls(statement.body):
+                    func = call.func
+                    if isinstance(func, cst.Name):
+                        called.add(func.value)
+                    elif isinstance(func, cst.Attribute):
+                        called.add(func.attr.value)
+        # Transitively: what those functions call.
+        frontier = set(called)
+        for _ in range(MAX_DEPTH):
+            more: set[str] = set()
+            for function in self.index.all_functions:
+                if function.name.value in frontier:
+                    for call in _all_calls(function.body):
+                        func = call.func
+                        if isinstance(func, cst.Name):
+                            more.add(func.value)
+                        elif isinstance(func, cst.Attribute):
+                            more.add(func.attr.value)
+            frontier = more - called
+            called |= more
+            if not frontier:
+                break
+        self._called_in_loops = called
+        return called
+
+
+def _names_in(node: cst.CSTNode) -> Iterator[cst.Name]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            yield current
+        stack.extend(child_nodes(current))
+
+
+def _mentions_amp(test: cst.BaseExpression) -> bool:
+    """`use_amp`, `args.fp16`, `self.scaler`: a plain name chain naming an AMP switch."""
+    if dotted_name(test) is None:
+        return False
+    for name in _names_in(test):
+        words = name.value.lower().split("_")
+        if any(word in _AMP_WORDS for word in words):
+            return True
+    return False
+
+
+def module_updates(module: cst.Module, scaler: cst.BaseExpression) -> bool:
+    """Whether `scaler.update()` (any spelling of that scaler) is called anywhere."""
+    return any(
+        isinstance(call.func, cst.Attribute)
+        and call.func.attr.value == "update"
+        and same_scaler(call.func.value, scaler)
+        for call in _all_calls(module)
+    )
+
+
+def function_key(function: cst.FunctionDef | None) -> int:
+    """The key of ScalerFlow.steps / unscales for a function (0: the module's own code)."""
+    return id(function) if function is not None else 0
+
+
+def _key(function: cst.FunctionDef | None) -> int:
+    return id(function) if function is not None else 0
+
+
+def _analyse(facts: ModuleFacts) -> ScalerFlow:
+    names = _collect_names(facts)
+    if not names.enabled and not any(
+        isinstance(c.func, cst.Attribute) and c.func.attr.value == "scale"
+        for c in _all_calls(facts.module)
+    ):
+        return ScalerFlow()
+    index = build_index(facts.module, facts.names)
+    walker = _Walker(facts, index, names)
+    top = _Context(function=None, owner=None)
+    walker.block(facts.module.body, _CLEAN, top)
+    for function in index.all_functions:
+        owner = index.owner.get(id(function))
+        ctx = _Context(function=function, owner=owner, active=frozenset([id(function)]))
+        walker.suite(function.body, _CLEAN, ctx)
+    return walker.flow

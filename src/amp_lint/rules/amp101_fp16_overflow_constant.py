@@ -1,0 +1,304 @@
+"""AMP101 fp16-overflow-constant: fills, clamps and `where` with constants outside the float16
+range on half-precision tensors."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from amp_lint.analysis.dtypes import DType, dtype_from_torch_name
+from amp_lint.analysis.frames import ExecutionContext
+from amp_lint.findings import Edit, Fix, FixSafety
+from amp_lint.fixes.builders import finfo_limit, torch_name
+from amp_lint.rules.base import Report, Rule
+from amp_lint.rules.common import FLOAT16_MAX, code, half_phrase, repeatable
+from amp_lint.rules.tensor_op_calls import OpCall, op_call
+
+# The largest finite bfloat16. torch.finfo(torch.float32).max (3.4028e38) is above it.
+BFLOAT16_MAX = 3.3895313892515355e38
+
+# Ops whose fill value PyTorch converts with an overflow check, on CPU and CUDA alike:
+# op -> (position of the value after the tensor, keyword).
+_CHECKED_FILLS: dict[str, tuple[int, str]] = {
+    "masked_fill": (1, "value"),
+    "masked_fill_": (1, "value"),
+    "fill_": (0, "value"),
+    "index_fill": (2, "value"),
+    "index_fill_": (2, "value"),
+    "threshold": (1, "value"),
+    "threshold_": (1, "value"),
+    "full_like": (0, "fill_value"),
+    "new_full": (1, "fill_value"),
+}
+# Clamps: op -> the bounds it takes, (position, keyword) each.
+_CLAMPS: dict[str, tuple[tuple[int, str], ...]] = {
+    "clamp": ((0, "min"), (1, "max")),
+    "clamp_": ((0, "min"), (1, "max")),
+    "clip": ((0, "min"), (1, "max")),
+    "clip_": ((0, "min"), (1, "max")),
+    "clamp_min": ((0, "min"),),
+    "clamp_min_": ((0, "min"),),
+    "clamp_max": ((0, "max"),),
+    "clamp_max_": ((0, "max"),),
+}
+_OPS = frozenset([*_CHECKED_FILLS, *_CLAMPS, "full", "where"])
+
+
+@dataclass(frozen=True)
+class _Overflow:
+    constant: float
+    dtype: DType
+    is_float16: bool  # the limit broken is float16's (else bfloat16's)
+
+    @property
+    def type_name(self) -> str:
+        return "c10::Half" if self.is_float16 else "c10::BFloat16"
+
+    @property
+    def range_text(self) -> str:
+        if self.is_float16:
+            return "outside the float16 range (±65504)"
+        return "outside the bfloat16 range (±3.39e38)"
+
+    @property
+    def error(self) -> str:
+        return f'"value cannot be converted to type {self.type_name} without overflow"'
+
+    @property
+    def limit(self) -> str:
+        return "min" if self.constant < 0 else "max"
+
+
+class Fp16OverflowConstant(Rule):
+    code = "AMP101"
+    name = "fp16-overflow-constant"
+    summary = (
+        "Checks for `masked_fill`, `fill_`, `full`, `index_fill`, `clamp`, `F.threshold` and "
+        "`torch.where` given a constant outside the float16 range (`-1e9`, "
+        "`torch.finfo(torch.float32).min`) for a tensor that is float16 under autocast."
+    )
+    why = """\
+Under float16 autocast the output of a matmul, linear or conv is float16, whose largest
+finite value is 65504. The constants written to mean "minus infinity" in float32 code
+(`-1e9`, `-1e10`, `float(2**30)`, `torch.finfo(torch.float32).min`) do not fit:
+
+* `masked_fill(_)`, `fill_`, `index_fill(_)`, `torch.full`/`full_like`/`new_full` and the
+  `value` of `F.threshold` convert the constant with an overflow check, on CPU and CUDA:
+  `RuntimeError: value cannot be converted to type c10::Half without overflow`. The classic
+  case is an attention mask, `scores.masked_fill(mask, -1e9)` after `q @ k.transpose(-2, -1)`.
+* `torch.where(mask, x, -1e9)` raises nothing: the constant silently becomes `-inf`, and a
+  softmax over a row that is entirely masked is then NaN.
+* `clamp`/`clip`/`clamp_min`/`clamp_max` raise the same error on CPU. On CUDA the bounds are
+  compared in float32, so a bound beyond the range on its own side does nothing, and one on
+  the other side (`clamp(min=1e5)`) turns every value into inf.
+
+bfloat16 has float32's exponent range and holds `-1e9`, so bfloat16 autocast is not flagged
+for these; but `torch.finfo(torch.float32).min` (-3.4028e38) is beyond the largest bfloat16
+(3.3895e38) and raises there too (`c10::BFloat16`), so it is flagged for any half tensor.
+`float('-inf')` and `torch.finfo(x.dtype).min` are always representable."""
+    example = """\
+import torch
+
+with torch.autocast("cuda"):
+    scores = q @ k.transpose(-2, -1)  # float16
+    scores = scores.masked_fill(pad, -1e9)
+    probs = scores.softmax(-1)
+"""
+    fixed_example = """\
+import torch
+
+with torch.autocast("cuda"):
+    scores = q @ k.transpose(-2, -1)  # float16
+    scores = scores.masked_fill(pad, torch.finfo(scores.dtype).min)
+    probs = scores.softmax(-1)
+"""
+    fix_safety = """\
+The fix replaces the constant with the filled tensor's own limit,
+`torch.finfo(x.dtype).min` (or `.max`; `torch.finfo(dtype)` for `torch.full(..., dtype=dtype)`).
+It is **unsafe**: when the code runs in float32 the value changes (-1e9 becomes -3.4e38),
+which changes results that depend on it, e.g. a clamp bound or `finfo.min + bias`. No fix
+is offered when the tensor is not a plain name (it would be written twice)."""
+    known_limitations = """\
+The tensor's dtype must be known to be half precision: a function parameter of unknown
+dtype is not flagged. Constants held in 0-dimensional tensors (`torch.tensor(-1e9)`) are
+not followed. Index assignment `x[m] = -1e9` is AMP001's. The `threshold` argument of
+`F.threshold` (checked on CUDA only) and `nn.Threshold` modules are not checked."""
+    node_types = (cst.Call,)
+
+    def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
+        call = op_call(node, ctx, _OPS)
+        if call is None:
+            return
+        if call.op == "where":
+            yield from self._where(call, ctx)
+        elif call.op in _CLAMPS:
+            yield from self._clamp(call, ctx)
+        else:
+            report = self._fill(call, ctx)
+            if report is not None:
+                yield report
+
+    # --- fills that raise ------------------------------------------------------------------
+
+    def _fill(self, call: OpCall, ctx: ExecutionContext) -> Report | None:
+        if call.op == "full":
+            if call.is_method:
+                return None
+            value = call.argument(0, "fill_value")  # after the size
+            reference = None
+        else:
+            position, keyword = _CHECKED_FILLS[call.op]
+            value = call.argument(position, keyword)
+            reference = call.tensor
+        dtype_expr = call.keywords.get("dtype")
+        if dtype_expr is not None:
+            dtype = self._dtype_of(dtype_expr, ctx)
+        elif reference is not None:
+            dtype = ctx.dtype(reference)
+        else:
+            return None
+        overflow = _overflow(value, dtype, ctx)
+        if value is None or overflow is None:
+            return None
+        message = (
+            f"`{code(call.call)}` fills a {_tensor_phrase(overflow)} tensor with "
+            f"{overflow.constant:.3g}, {overflow.range_text}: it raises {overflow.error}; "
+            f"{_advice(reference, dtype_expr, overflow)}"
+        )
+        return Report(call.call, message, _fix(value, reference, dtype_expr, overflow, ctx))
+
+    def _dtype_of(self, node: cst.BaseExpression, ctx: ExecutionContext) -> DType:
+        """The dtype a `dtype=` argument names: `torch.float16`, or `x.dtype`."""
+        explicit = dtype_from_torch_name(ctx.qualified_name(node))
+        if explicit is not None:
+            return explicit
+        if isinstance(node, cst.Attribute) and node.attr.value == "dtype":
+            return ctx.dtype(node.value)
+        return ctx.dtype(node)  # unknown
+
+    # --- clamps ----------------------------------------------------------------------------
+
+    def _clamp(self, call: OpCall, ctx: ExecutionContext) -> Iterator[Report]:
+        tensor = call.tensor
+        if tensor is None:
+            return
+        dtype = ctx.dtype(tensor)
+        region = ctx.active_region
+        device = region.device if region is not None else None
+        for position, keyword in _CLAMPS[call.op]:
+            bound = call.argument(position, keyword)
+            overflow = _overflow(bound, dtype, ctx)
+            if bound is None or overflow is None:
+                continue
+            # CUDA compares in float32 and casts the result: a lower bound above the range
+            # (or an upper bound below it) gives ±inf; a bound beyond it on its own side is
+            # a no-op there.
+            pulls_out = (keyword == "min") == (overflow.constant > 0)
+            if device == "cuda":
+                if not (overflow.is_float16 and pulls_out):
+                    continue
+                sign = "inf" if overflow.constant > 0 else "-inf"
+                what = f"every value becomes {sign} on CUDA"
+            else:
+                what = f"it raises {overflow.error} on CPU"
+                if device == "cpu":
+                    pass
+                elif pulls_out and overflow.is_float16:
+                    what += " (on CUDA every value becomes inf)"
+                else:
+                    what += " (on CUDA it does nothing)"
+            message = (
+                f"`{code(call.call)}` clamps a {_tensor_phrase(overflow)} tensor to "
+                f"{keyword}={overflow.constant:.3g}, {overflow.range_text}: {what}; "
+                f"{_advice(tensor, None, overflow)}"
+            )
+            yield Report(bound, message, _fix(bound, tensor, None, overflow, ctx))
+
+    # --- where: silently ±inf --------------------------------------------------------------
+
+    def _where(self, call: OpCall, ctx: ExecutionContext) -> Iterator[Report]:
+        if call.is_method:
+            pairs = [(call.argument(1, "other"), call.tensor)]
+        else:
+            first, second = call.argument(0, "input"), call.argument(1, "other")
+            pairs = [(first, second), (second, first)]
+        result = ctx.dtype(call.call)
+        for constant_node, tensor in pairs:
+            if constant_node is None or tensor is None:
+                continue
+            if not ctx.dtype(tensor).is_half:
+                continue
+            overflow = _overflow(constant_node, result, ctx)
+            if overflow is None:
+                continue
+            sign = "-inf" if overflow.constant < 0 else "inf"
+            message = (
+                f"`{code(call.call)}` mixes {overflow.constant:.3g} into a "
+                f"{_tensor_phrase(overflow)} tensor, {overflow.range_text}: it silently "
+                f"becomes {sign} (a softmax over a fully masked row is then NaN); "
+                f"{_advice(tensor, None, overflow)}"
+            )
+            yield Report(constant_node, message, _fix(constant_node, tensor, None, overflow, ctx))
+
+
+def _overflow(
+    node: cst.BaseExpression | None, dtype: DType, ctx: ExecutionContext
+) -> _Overflow | None:
+    if node is None or not dtype.is_half:
+        return None
+    constant = ctx.constant(node)
+    if constant is None or not math.isfinite(constant):
+        return None
+    if dtype.may_be_float16 and abs(constant) > FLOAT16_MAX:
+        return _Overflow(float(constant), dtype, True)
+    if abs(constant) > BFLOAT16_MAX:
+        return _Overflow(float(constant), dtype, False)
+    return None
+
+
+def _tensor_phrase(overflow: _Overflow) -> str:
+    return half_phrase(overflow.dtype) if overflow.is_float16 else overflow.dtype.describe()
+
+
+def _advice(
+    reference: cst.BaseExpression | None,
+    dtype_expr: cst.BaseExpression | None,
+    overflow: _Overflow,
+) -> str:
+    if dtype_expr is not None:
+        what = f"torch.finfo({code(dtype_expr)})"
+    elif reference is not None:
+        what = f"torch.finfo({code(reference)}.dtype)"
+    else:
+        what = "torch.finfo(<dtype>)"
+    return f"use `{what}.{overflow.limit}`"
+
+
+def _fix(
+    value: cst.BaseExpression,
+    reference: cst.BaseExpression | None,
+    dtype_expr: cst.BaseExpression | None,
+    overflow: _Overflow,
+    ctx: ExecutionContext,
+) -> Fix | None:
+    negative = overflow.constant < 0
+    if dtype_expr is not None:
+        if not repeatable(dtype_expr):
+            return None
+        torch, needs_torch = torch_name(ctx.facts.names)
+        dtype_code = cst.Module([]).code_for_node(dtype_expr)
+        limit_name = "min" if negative else "max"
+        limit = cst.parse_expression(f"{torch}.finfo({dtype_code}).{limit_name}")
+    elif reference is not None and repeatable(reference):
+        limit, needs_torch = finfo_limit(reference, negative, ctx.facts.names)
+    else:
+        return None
+    return Fix(
+        FixSafety.UNSAFE,
+        "Use the dtype's own limit",
+        edits=(Edit(value, limit),),
+        imports=("torch",) if needs_torch else (),
+    )

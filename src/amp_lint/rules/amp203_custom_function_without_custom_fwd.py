@@ -1,0 +1,425 @@
+"""AMP203 custom-function-without-custom-fwd: a torch.autograd.Function applied under autocast
+whose forward lacks `custom_fwd` (or whose backward lacks `custom_bwd`)."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from amp_lint.analysis.calls import ClassInfo, ModuleIndex, build_index
+from amp_lint.analysis.frames import ExecutionContext
+from amp_lint.analysis.module import ModuleFacts
+from amp_lint.analysis.names import ModuleNames, dotted_name
+from amp_lint.analysis.outline import calls_in, child_nodes, small_statements, walk_statements
+from amp_lint.analysis.regions import AutocastRegion
+from amp_lint.findings import Edit, Fix, FixSafety
+from amp_lint.fixes.amp_api import torch_spelling
+from amp_lint.rules.base import Report, Rule
+from amp_lint.rules.common import code
+
+# Decorator -> the device it is fixed to (None: the `device_type=` argument says).
+_CUSTOM_FWD = {
+    "torch.amp.custom_fwd": None,
+    "torch.amp.autocast_mode.custom_fwd": None,
+    "torch.cuda.amp.custom_fwd": "cuda",
+    "torch.cuda.amp.autocast_mode.custom_fwd": "cuda",
+}
+_CUSTOM_BWD = {
+    "torch.amp.custom_bwd": None,
+    "torch.amp.autocast_mode.custom_bwd": None,
+    "torch.cuda.amp.custom_bwd": "cuda",
+    "torch.cuda.amp.autocast_mode.custom_bwd": "cuda",
+}
+# Written when the region's device is not known: one decorator per device, so that the
+# Function is right under CUDA and CPU autocast alike.
+_UNKNOWN_DEVICE_TARGETS = ("cuda", "cpu")
+_SAVED = frozenset(["saved_tensors", "saved_variables"])
+_BUILTINS = frozenset(dir(builtins))
+
+
+@dataclass(frozen=True)
+class _Decorated:
+    """The custom_fwd / custom_bwd decorators on a method: the devices they name (None for a
+    `device_type=` that is not a literal, which may be any device)."""
+
+    devices: frozenset[str | None]
+
+    @property
+    def present(self) -> bool:
+        return bool(self.devices)
+
+    def covers(self, device: str | None) -> bool:
+        if not self.devices:
+            return False
+        return device is None or None in self.devices or device in self.devices
+
+
+class CustomFunctionWithoutCustomFwd(Rule):
+    code = "AMP203"
+    name = "custom-function-without-custom-fwd"
+    summary = (
+        "Checks for `torch.autograd.Function` subclasses applied under autocast whose "
+        "`forward` lacks `@torch.amp.custom_fwd` or whose `backward` lacks "
+        "`@torch.amp.custom_bwd`."
+    )
+    why = """\
+Autocast does not stop at a custom `torch.autograd.Function`. Its `forward` receives whatever
+dtypes autocast produced (float16/bfloat16 from matmuls and convolutions, float32 from
+others) and runs **with autocast still on**, so the matmuls inside it run in half precision
+too. Its `backward`, though, runs when `loss.backward()` is called, normally **outside** the
+autocast block: there autocast is off, and the half tensors saved by `forward` meet the
+float32 tensors (weights, buffers, float32 gradients) they were mixed with under autocast.
+A matmul in `backward` then fails:
+
+```
+RuntimeError: expected m1 and m2 to have the same dtype, but got: c10::Half != float
+```
+
+(`c10::BFloat16 != float` under bfloat16 autocast; CUDA says `expected mat1 and mat2 to have
+the same dtype`), and a C++/CUDA extension kernel fails on the half input itself with
+`expected scalar type Float but found Half` or `"..." not implemented for 'Half'`.
+
+`@torch.amp.custom_fwd(device_type=..., cast_inputs=torch.float32)` casts the floating-point
+inputs to float32 and runs `forward` with autocast off; `@torch.amp.custom_bwd(device_type=...)`
+runs `backward` with the same autocast state as `forward`. This is the recipe of PyTorch's
+AMP examples ("Autocast and Custom Autograd Functions"). Both decorators only act under an
+autocast of *their* `device_type`: a `custom_fwd(device_type="cuda")` does nothing under
+`torch.autocast("cpu")`."""
+    example = """\
+import torch
+
+
+class ScaledMatmul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad @ w.t(), x.t() @ grad
+
+
+with torch.autocast("cuda"):
+    h = encoder(x)  # float16
+    y = ScaledMatmul.apply(h, w)
+y.sum().backward()  # RuntimeError: expected mat1 and mat2 to have the same dtype
+"""
+    fixed_example = """\
+import torch
+
+
+class ScaledMatmul(torch.autograd.Function):
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad @ w.t(), x.t() @ grad
+
+
+with torch.autocast("cuda"):
+    h = encoder(x)  # float16
+    y = ScaledMatmul.apply(h, w)
+y.sum().backward()  # RuntimeError: expected mat1 and mat2 to have the same dtype
+"""
+    fix_safety = """\
+The fix is **unsafe**: `forward` then computes in float32 (its inputs are cast and autocast
+is off inside it), so its results, their dtype and the speed change. It adds
+`@torch.amp.custom_fwd(device_type=..., cast_inputs=torch.float32)` under `@staticmethod` on
+`forward` and `@torch.amp.custom_bwd(device_type=...)` on `backward`, each only where it is
+missing, and `import torch` when the module has none (no fix when the name `torch` is bound
+to something else).
+
+The decorators act only under an autocast of their `device_type`. The fix writes the device of
+the autocast region the Function is applied in when it is a literal (`"cuda"`, `"cpu"`).
+When it is not (`torch.autocast(device.type)`, `torch.autocast(args.device)`), the fix writes
+**two** of each, `device_type="cuda"` and `device_type="cpu"`: decorators of a device whose
+autocast is off pass the call through, so the pair is right on either device; delete the one
+your code never runs on. A Function applied under regions of several literal devices gets one
+decorator per device, added one region at a time."""
+    known_limitations = """\
+Only Function classes defined in the same module are checked, applied as `Cls.apply(...)` or
+through an alias (`fn = Cls.apply`, `self.fn = Cls.apply`, at module level or in a
+function). A Function whose forward calls only torch functions and tensor methods, and whose
+backward reads no saved tensors (`GradReverse`-style functions: `x.view_as(x)` forward,
+`-grad * alpha` backward), is not flagged: nothing in it mixes dtypes. Others are flagged even
+when all their ops would accept mixed dtypes (elementwise ops promote): the analysis does not
+prove that a mismatch happens, only that nothing guards against one. A `custom_fwd` whose
+`device_type` is not a literal counts as covering every device."""
+    node_types = (cst.Call,)
+
+    def __init__(self) -> None:
+        self._index: ModuleIndex | None = None
+        self._functions: dict[str, ClassInfo] = {}
+        # `fn = Cls.apply` / `self.fn = Cls.apply`: "fn" / "self.fn" -> "Cls".
+        self._aliases: dict[str, str] = {}
+        self._names: ModuleNames | None = None
+
+    def check_module(self, facts: ModuleFacts) -> Iterator[Report]:
+        self._names = facts.names
+        index = build_index(facts.module, facts.names)
+        self._index = index
+        self._functions = {n: i for n, i in index.classes.items() if i.is_autograd_function}
+        self._aliases = {}
+        if self._functions:
+            for small in small_statements(facts.module):
+                if isinstance(small, cst.Assign):
+                    applied = _applied_class(small.value)
+                    if applied in self._functions:
+                        for target in small.targets:
+                            name = dotted_name(target.target)
+                            if name:
+                                self._aliases[name] = applied
+        return iter(())
+
+    def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
+        if not self._functions or not isinstance(node, cst.Call):
+            return
+        region = ctx.active_region
+        if region is None:
+            return
+        class_name = _applied_class(node.func) or self._aliases.get(dotted_name(node.func) or "")
+        info = self._functions.get(class_name or "")
+        if info is None:
+            return
+        forward = self._method(info, "forward")
+        backward = self._method(info, "backward")
+        if forward is None or not self._mixes_dtypes(forward, backward):
+            return
+        names = ctx.facts.names
+        fwd = _decorated(forward, names, _CUSTOM_FWD)
+        bwd = _decorated(backward, names, _CUSTOM_BWD) if backward is not None else None
+        fwd_missing = not fwd.covers(region.device)
+        bwd_missing = bwd is not None and not bwd.covers(region.device)
+        if not fwd_missing and not bwd_missing:
+            return
+        targets = _target_devices(region, fwd)
+        yield Report(
+            node,
+            _message(node, info, region, fwd_missing, bwd_missing, targets),
+            self._fix(forward, backward, fwd, bwd, targets, names),
+        )
+
+    def _method(self, info: ClassInfo, name: str) -> cst.FunctionDef | None:
+        seen: set[str] = set()
+        current: ClassInfo | None = info
+        while current is not None and current.name not in seen:
+            seen.add(current.name)
+            if name in current.methods:
+                return current.methods[name]
+            bases = [self._functions.get(b) for b in current.base_names]
+            current = next((b for b in bases if b is not None), None)
+        return None
+
+    def _mixes_dtypes(self, forward: cst.FunctionDef, backward: cst.FunctionDef | None) -> bool:
+        """Whether anything in the Function can meet mismatched dtypes: a backward that
+        reads saved tensors, or a forward that calls code other than torch's."""
+        if backward is not None and _reads_saved_tensors(backward):
+            return True
+        assert self._names is not None and self._index is not None
+        return _calls_outside_torch(forward, self._names, self._index)
+
+    def _fix(
+        self,
+        forward: cst.FunctionDef,
+        backward: cst.FunctionDef | None,
+        fwd: _Decorated,
+        bwd: _Decorated | None,
+        targets: tuple[str, ...],
+        names: ModuleNames,
+    ) -> Fix | None:
+        torch = torch_spelling(names)
+        if torch is None:
+            return None
+        edits: list[Edit] = []
+        added_fwd = [
+            f'{torch}.amp.custom_fwd(device_type="{d}", cast_inputs={torch}.float32)'
+            for d in targets
+            if not fwd.covers(d)
+        ]
+        if added_fwd:
+            edits.append(Edit(forward, _with_decorators(forward, added_fwd)))
+        if backward is not None and bwd is not None:
+            added_bwd = [
+                f'{torch}.amp.custom_bwd(device_type="{d}")' for d in targets if not bwd.covers(d)
+            ]
+            if added_bwd:
+                edits.append(Edit(backward, _with_decorators(backward, added_bwd)))
+        if not edits:
+            return None
+        devices = " and ".join(f'"{d}"' for d in targets)
+        return Fix(
+            FixSafety.UNSAFE,
+            f"Decorate forward with `custom_fwd` and backward with `custom_bwd` ({devices})",
+            edits=tuple(edits),
+            imports=("torch",) if torch == "torch" and "torch" not in names.bindings else (),
+        )
+
+
+def _applied_class(node: cst.BaseExpression) -> str | None:
+    """The class name `Cls` of `Cls.apply`."""
+    if (
+        isinstance(node, cst.Attribute)
+        and node.attr.value == "apply"
+        and isinstance(node.value, cst.Name)
+    ):
+        return node.value.value
+    return None
+
+
+def _decorated(
+    method: cst.FunctionDef, names: ModuleNames, known: dict[str, str | None]
+) -> _Decorated:
+    devices: set[str | None] = set()
+    for decorator in method.decorators:
+        expr = decorator.decorator
+        func = expr.func if isinstance(expr, cst.Call) else expr
+        qualified = names.qualified_name(func)
+        if qualified not in known:
+            continue
+        fixed = known[qualified]
+        if fixed is not None or not isinstance(expr, cst.Call):
+            devices.add(fixed)
+            continue
+        device = None
+        for arg in expr.args:
+            if arg.keyword is not None and arg.keyword.value == "device_type":
+                value = arg.value
+                if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
+                    device = value.evaluated_value.split(":", 1)[0]
+        devices.add(device)
+    return _Decorated(frozenset(devices))
+
+
+def _target_devices(region: AutocastRegion, fwd: _Decorated) -> tuple[str, ...]:
+    """The devices the decorators are written for."""
+    if region.device is not None:
+        return (region.device,)
+    literal = sorted(d for d in fwd.devices if d is not None)
+    return tuple(literal) if literal else _UNKNOWN_DEVICE_TARGETS
+
+
+def _with_decorators(method: cst.FunctionDef, added: list[str]) -> cst.FunctionDef:
+    """`added` inserted right under `@staticmethod` (or last, next to the `def`)."""
+    decorators = list(method.decorators)
+    position = len(decorators)
+    for i, decorator in enumerate(decorators):
+        expr = decorator.decorator
+        if isinstance(expr, cst.Name) and expr.value == "staticmethod":
+            position = i + 1
+    new = [cst.Decorator(decorator=cst.parse_expression(text)) for text in added]
+    return method.with_changes(decorators=[*decorators[:position], *new, *decorators[position:]])
+
+
+def _reads_saved_tensors(backward: cst.FunctionDef) -> bool:
+    """`ctx.saved_tensors` (or the older `saved_variables`) anywhere in backward."""
+    for statement in _statements(backward):
+        for node in _expressions(statement):
+            for call_or_attr in _attributes(node):
+                if call_or_attr.attr.value in _SAVED:
+                    return True
+    return False
+
+
+def _calls_outside_torch(forward: cst.FunctionDef, names: ModuleNames, index: ModuleIndex) -> bool:
+    """A call in forward to something that is not a torch function or a tensor method: an
+    extension module, a kernel launch (`kernel[grid](...)`), a function of this module."""
+    for statement in _statements(forward):
+        for node in _expressions(statement):
+            for call in calls_in(node):
+                if _outside_torch(call.func, names, index):
+                    return True
+    return False
+
+
+def _outside_torch(func: cst.BaseExpression, names: ModuleNames, index: ModuleIndex) -> bool:
+    qualified = names.qualified_name(func)
+    if qualified is not None:
+        return not (qualified == "torch" or qualified.startswith("torch."))
+    if isinstance(func, cst.Name):
+        return func.value not in _BUILTINS and func.value not in index.classes
+    # Attributes are methods of tensors and of ctx (a static method has no `self`); anything
+    # else is `kernel[grid](...)`, `fns[i](...)`, `(a or b)(...)`.
+    return not isinstance(func, cst.Attribute)
+
+
+def _statements(function: cst.FunctionDef) -> Iterator[cst.BaseStatement]:
+    module = cst.Module(body=[function])
+    for statement in walk_statements(module):
+        if statement is not function and not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            yield statement
+
+
+def _expressions(statement: cst.BaseStatement) -> Iterator[cst.CSTNode]:
+    """The statement's own expressions (a compound statement's header, not its body)."""
+    if isinstance(statement, cst.SimpleStatementLine):
+        yield from statement.body
+    elif isinstance(statement, (cst.If, cst.While)):
+        yield statement.test
+    elif isinstance(statement, cst.For):
+        yield statement.iter
+    elif isinstance(statement, cst.With):
+        yield from statement.items
+    elif isinstance(statement, cst.BaseCompoundStatement) and isinstance(
+        statement.body, cst.SimpleStatementSuite
+    ):
+        yield from statement.body.body
+
+
+def _attributes(node: cst.CSTNode) -> Iterator[cst.Attribute]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Attribute):
+            yield current
+        stack.extend(child_nodes(current))
+
+
+def _message(
+    call: cst.Call,
+    info: ClassInfo,
+    region: AutocastRegion,
+    fwd_missing: bool,
+    bwd_missing: bool,
+    targets: tuple[str, ...],
+) -> str:
+    where = f"`{code(call)}` runs under {region.describe()}"
+    on = f' for device "{region.device}"' if region.device is not None else ""
+    if fwd_missing:
+        problem = (
+            f"`{info.name}.forward` has no `custom_fwd`{on}, so it receives half-precision "
+            "inputs and runs with autocast on while `backward` runs with it off: backward "
+            "mixes half and float32 tensors (`expected m1 and m2 to have the same dtype`) or a "
+            "custom kernel fails with \"not implemented for 'Half'\""
+        )
+    else:
+        problem = (
+            f"`{info.name}.backward` has no `custom_bwd`{on}, so it does not run with the "
+            "autocast state of forward and can mix half and float32 tensors "
+            "(`expected m1 and m2 to have the same dtype`)"
+        )
+    if len(targets) == 1:
+        device = f'device_type="{targets[0]}"'
+        per = ""
+    else:
+        device = "device_type=..."
+        per = " (one per device: " + ", ".join(f'"{d}"' for d in targets) + ")"
+    fwd_text = f"`@torch.amp.custom_fwd({device}, cast_inputs=torch.float32)`"
+    bwd_text = f"`@torch.amp.custom_bwd({device})`"
+    if fwd_missing and bwd_missing:
+        remedy = f"decorate forward with {fwd_text} and backward with {bwd_text}{per}"
+    elif fwd_missing:
+        remedy = f"decorate forward with {fwd_text}{per}"
+    else:
+        remedy = f"decorate backward with {bwd_text}{per}"
+    return f"{where}: {problem}; {remedy}"
