@@ -101,3 +101,29 @@ def device_code_for_island(
 
 def _has_parentheses(expr: cst.BaseExpression) -> bool:
     return bool(getattr(expr, "lpar", ()))
+
+
+def call_in_fp32_island(
+    line: cst.SimpleStatementLine,
+    call: cst.Call,
+    tensors: list[cst.BaseExpression],
+    region_device: str | None,
+    device_expr: cst.BaseExpression | None,
+    names: ModuleNames,
+) -> tuple[cst.With, bool] | None:
+    """`line` rewritten as an fp32 island around itself, with `.float()` on `tensors` (some of
+    `call`'s arguments); and whether `import torch` must be added. None without a device."""
+    device = device_code_for_island(region_device, device_expr, tensors[0] if tensors else None)
+    if device is None:
+        return None
+    torch, needs_import = torch_name(names)
+    upcasts = {id(t): upcast(t) for t in tensors}
+    new_call = call.with_changes(
+        args=[
+            arg.with_changes(value=upcasts[id(arg.value)]) if id(arg.value) in upcasts else arg
+            for arg in call.args
+        ]
+    )
+    new_line = line.deep_replace(call, new_call)
+    assert isinstance(new_line, cst.SimpleStatementLine)
+    return fp32_island(new_line, device, torch), needs_import

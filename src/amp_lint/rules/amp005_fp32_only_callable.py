@@ -10,7 +10,7 @@ from amp_lint.analysis.dtypes import DTypeKind
 from amp_lint.analysis.frames import ExecutionContext
 from amp_lint.analysis.regions import AutocastRegion
 from amp_lint.findings import Edit, Fix, FixSafety
-from amp_lint.fixes.builders import device_code_for_island, fp32_island, torch_name, upcast
+from amp_lint.fixes.builders import call_in_fp32_island
 from amp_lint.rules.base import Report, Rule
 
 # Classes whose instances, and functions which, compute image metrics or perceptual losses.
@@ -153,25 +153,16 @@ flagged for the same float32-only design but have no runtime case of their own y
             for arg in node.args
             if arg.keyword is None and not arg.star and _tensor_like(arg.value, ctx)
         ]
-        device = device_code_for_island(
-            region.device, region.device_expr, tensors[0] if tensors else None
+        island = call_in_fp32_island(
+            line, node, tensors, region.device, region.device_expr, ctx.facts.names
         )
-        if device is None:
+        if island is None:
             return None
-        torch, needs_import = torch_name(ctx.facts.names)
-        upcasts = {id(t): upcast(t) for t in tensors}
-        new_call = node.with_changes(
-            args=[
-                arg.with_changes(value=upcasts[id(arg.value)]) if id(arg.value) in upcasts else arg
-                for arg in node.args
-            ]
-        )
-        new_line = line.deep_replace(node, new_call)
-        assert isinstance(new_line, cst.SimpleStatementLine)
+        island_line, needs_import = island
         return Fix(
             FixSafety.UNSAFE,
             "Run it in an fp32 island",
-            edits=(Edit(line, fp32_island(new_line, device, torch)),),
+            edits=(Edit(line, island_line),),
             imports=("torch",) if needs_import else (),
         )
 

@@ -12,7 +12,7 @@ from amp_lint.analysis.optables import OpCategory, load_op_tables
 from amp_lint.analysis.outline import positional_arguments
 from amp_lint.analysis.regions import AutocastRegion
 from amp_lint.findings import Edit, Fix, FixSafety
-from amp_lint.fixes.builders import device_code_for_island, fp32_island, torch_name, upcast
+from amp_lint.fixes.builders import call_in_fp32_island, torch_name
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.island_safety import island_changes_only_the_call
 
@@ -218,26 +218,17 @@ def _island_fix(
     if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
         return None
     tensors = _tensor_arguments(node, ctx)
-    device = device_code_for_island(
-        region.device, region.device_expr, tensors[0] if tensors else None
+    island = call_in_fp32_island(
+        line, node, tensors, region.device, region.device_expr, ctx.facts.names
     )
-    if device is None:
+    if island is None:
         return None
-    torch, needs_import = torch_name(ctx.facts.names)
-    upcasts = {id(t): upcast(t) for t in tensors}
-    new_call = node.with_changes(
-        args=[
-            arg.with_changes(value=upcasts[id(arg.value)]) if id(arg.value) in upcasts else arg
-            for arg in node.args
-        ]
-    )
-    new_line = line.deep_replace(node, new_call)
-    assert isinstance(new_line, cst.SimpleStatementLine)
+    island_line, needs_import = island
     safe = island_changes_only_the_call(line)
     return Fix(
         FixSafety.SAFE if safe else FixSafety.UNSAFE,
         "Run it in an fp32 island",
-        edits=(Edit(line, fp32_island(new_line, device, torch)),),
+        edits=(Edit(line, island_line),),
         imports=("torch",) if needs_import else (),
     )
 
