@@ -9,7 +9,7 @@ running under that autocast. Results are memoised, recursion is cut at MAX_CALL_
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import libcst as cst
 
@@ -22,7 +22,7 @@ from amp_lint.analysis.frames import ExecutionContext, Frame
 __all__ = ["ExecutionContext", "Interpreter", "run_interpreter"]
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import dotted_name
-from amp_lint.analysis.outline import child_nodes
+from amp_lint.analysis.outline import child_nodes, statement_nodes
 from amp_lint.analysis.regions import (
     AutocastRegion,
     accelerate_settings,
@@ -225,7 +225,7 @@ class Interpreter:
         if not self.rules_by_type:
             return
         context = ExecutionContext(self.facts, frame, statement, self.evaluator.evaluate)
-        for node in _walk(root):
+        for node in statement_nodes(root):
             for rule in self.rules_by_type.get(type(node), ()):
                 for report in rule.check_node(node, context):
                     key = (rule.code, id(report.node))
@@ -389,17 +389,6 @@ def _unpacked(
         if receiver.is_known_tensor:
             return [Value(receiver)] * count
     return [UNKNOWN_VALUE] * count
-
-
-def _walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Nodes of one statement in source order, not entering nested functions or classes."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.BaseSuite)):
-            continue
-        stack.extend(reversed(child_nodes(node)))
 
 
 def run_interpreter(facts: ModuleFacts, rules: list[Rule]) -> list[tuple[Rule, Report]]:

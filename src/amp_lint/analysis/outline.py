@@ -166,3 +166,14 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
         elif isinstance(value, (list, tuple)):
             children.extend(v for v in value if isinstance(v, cst.CSTNode))
     return children
+
+
+def statement_nodes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Nodes of one statement in source order, not entering nested functions or classes."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.BaseSuite)):
+            continue
+        stack.extend(reversed(child_nodes(node)))
