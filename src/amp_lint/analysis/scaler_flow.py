@@ -31,32 +31,21 @@ import libcst as cst
 
 from amp_lint.analysis.calls import ClassInfo, ModuleIndex, build_index
 from amp_lint.analysis.module import ModuleFacts
-from amp_lint.analysis.names import ModuleNames, dotted_name
+from amp_lint.analysis.names import dotted_name
 from amp_lint.analysis.outline import child_nodes, positional_arguments, walk_statements
-from amp_lint.analysis.regions import GRAD_SCALERS, accelerate_settings
+from amp_lint.analysis.scaler_names import (
+    AMP_WORDS,
+    CLIP_FUNCTIONS,
+    CLIP_METHODS,
+    PER_STEP_WORDS,
+    ScalerNames,
+    all_calls,
+    calls_in_order,
+    collect_names,
+    same_scaler,
+    scale_call,
+)
 
-SCALER_CONSTRUCTORS = frozenset(
-    [
-        *GRAD_SCALERS,
-        "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
-        "torch.distributed.fsdp.ShardedGradScaler",
-    ]
-)
-_CLIP_NAMES = ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "clip_grads_with_norm_")
-CLIP_FUNCTIONS = frozenset(
-    [f"torch.nn.utils.{name}" for name in _CLIP_NAMES]
-    + [f"torch.nn.utils.clip_grad.{name}" for name in _CLIP_NAMES]
-    + [
-        "timm.utils.dispatch_clip_grad",
-        "timm.utils.clip_grad.dispatch_clip_grad",
-        "timm.utils.adaptive_clip_grad",
-        "timm.utils.agc.adaptive_clip_grad",
-    ]
-)
-# `model.clip_grad_norm_(max_norm)`: FSDP's method, which does not unscale.
-_CLIP_METHODS = frozenset(["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_"])
-_AMP_WORDS = frozenset(["amp", "fp16", "float16", "scaler", "half", "mixed", "autocast"])
-_PER_STEP_WORDS = ("step", "train", "iter", "batch", "epoch", "fit", "optimi", "backward")
 MAX_DEPTH = 4
 # Followed calls (distinct function and entry state) per module.
 MAX_FOLLOWED = 1000
@@ -143,167 +132,6 @@ def scaler_flow(facts: ModuleFacts) -> ScalerFlow:
     _CACHE.clear()
     _CACHE[id(facts.module)] = (facts.module, flow)
     return flow
-
-
-# --- names -------------------------------------------------------------------------------
-
-
-@dataclass
-class ScalerNames:
-    """Spellings (dotted names) of GradScaler instances and optimizers in the module."""
-
-    names: ModuleNames
-    enabled: set[str] = field(default_factory=set)
-    disabled: set[str] = field(default_factory=set)
-    optimizers: set[str] = field(default_factory=set)
-    accelerators: frozenset[str] = frozenset()
-
-    def is_scaler(self, node: cst.BaseExpression) -> bool:
-        name = dotted_name(node)
-        if name is None:
-            return False
-        if name in self.enabled:
-            return True
-        if name in self.disabled:
-            return False
-        return "scaler" in name.rsplit(".", 1)[-1].lower()
-
-    def is_disabled(self, node: cst.BaseExpression) -> bool:
-        name = dotted_name(node)
-        return name is not None and name in self.disabled and name not in self.enabled
-
-    def is_optimizer(self, node: cst.BaseExpression) -> bool:
-        name = dotted_name(node)
-        if name is None or self.is_scaler(node):
-            return False
-        if name in self.optimizers:
-            return True
-        last = name.rsplit(".", 1)[-1].lower()
-        if "sched" in last:
-            return False
-        return "optim" in last or "opt" in last.split("_")
-
-    def is_accelerator(self, node: cst.BaseExpression) -> bool:
-        name = dotted_name(node)
-        if name is None:
-            return False
-        return name in self.accelerators or name.rsplit(".", 1)[-1].lower().endswith("accelerator")
-
-
-def same_scaler(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
-    """Two spellings of what is taken to be the same scaler (`self.scaler` and
-    `trainer.scaler` count as one: the last name decides)."""
-    first, second = dotted_name(a), dotted_name(b)
-    if first is None or second is None:
-        return False
-    return first.rsplit(".", 1)[-1] == second.rsplit(".", 1)[-1]
-
-
-def _collect_names(facts: ModuleFacts) -> ScalerNames:
-    names = facts.names
-    accelerate = accelerate_settings(facts.module, names)
-    result = ScalerNames(names, accelerators=accelerate.instance_names)
-    for statement in walk_statements(facts.module):
-        if not isinstance(statement, cst.SimpleStatementLine):
-            continue
-        for small in statement.body:
-            targets: list[cst.BaseExpression] = []
-            value: cst.BaseExpression | None = None
-            if isinstance(small, cst.Assign):
-                targets = [t.target for t in small.targets]
-                value = small.value
-            elif isinstance(small, cst.AnnAssign) and small.value is not None:
-                targets = [small.target]
-                value = small.value
-            if not isinstance(value, cst.Call):
-                continue
-            qualified = names.qualified_name(value.func)
-            spelled = [t for t in (dotted_name(target) for target in targets) if t]
-            if qualified in SCALER_CONSTRUCTORS:
-                bucket = result.disabled if _disabled(value) else result.enabled
-                bucket.update(spelled)
-            elif qualified is not None and _is_optimizer_class(qualified):
-                result.optimizers.update(spelled)
-    for call in _all_calls(facts.module):
-        func = call.func
-        if not isinstance(func, cst.Attribute):
-            continue
-        receiver = dotted_name(func.value)
-        method = func.attr.value
-        if method == "backward" and _scale_call(func.value) is not None:
-            scale = _scale_call(func.value)
-            assert scale is not None and isinstance(scale.func, cst.Attribute)
-            scaler = dotted_name(scale.func.value)
-            if scaler and scaler not in result.disabled:
-                result.enabled.add(scaler)
-        elif method == "unscale_" and receiver and receiver not in result.disabled:
-            result.enabled.add(receiver)
-    for call in _all_calls(facts.module):
-        func = call.func
-        if (
-            isinstance(func, cst.Attribute)
-            and func.attr.value in ("step", "unscale_")
-            and result.is_scaler(func.value)
-        ):
-            arguments = positional_arguments(call)
-            optimizer = dotted_name(arguments[0]) if arguments else None
-            if optimizer:
-                result.optimizers.add(optimizer)
-    return result
-
-
-def _disabled(call: cst.Call) -> bool:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "enabled":
-            return isinstance(arg.value, cst.Name) and arg.value.value == "False"
-    return False
-
-
-def _is_optimizer_class(qualified: str) -> bool:
-    parts = qualified.split(".")
-    return (
-        len(parts) >= 3
-        and parts[:2] == ["torch", "optim"]
-        and parts[2] not in ("lr_scheduler", "swa_utils")
-    )
-
-
-def _scale_call(node: cst.BaseExpression) -> cst.Call | None:
-    """`scaler.scale(...)` as written (the receiver of `.backward()`)."""
-    if (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Attribute)
-        and node.func.attr.value == "scale"
-        and dotted_name(node.func.value) is not None
-        and len(node.args) >= 1
-    ):
-        return node
-    return None
-
-
-def _all_calls(node: cst.CSTNode) -> Iterator[cst.Call]:
-    stack: list[cst.CSTNode] = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Call):
-            yield current
-        stack.extend(child_nodes(current))
-
-
-def calls_in_order(node: cst.CSTNode) -> list[cst.Call]:
-    """Calls in evaluation order (arguments before the call), not entering nested defs."""
-    order: list[cst.Call] = []
-
-    def visit(current: cst.CSTNode) -> None:
-        if isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            return
-        for child in child_nodes(current):
-            visit(child)
-        if isinstance(current, cst.Call):
-            order.append(current)
-
-    visit(node)
-    return order
 
 
 # --- the walk ----------------------------------------------------------------------------
@@ -433,7 +261,7 @@ class _Walker:
         return not negated
 
     def updates_with_scaler(self, body: cst.BaseSuite) -> bool:
-        for call in _all_calls(body):
+        for call in all_calls(body):
             func = call.func
             if (
                 isinstance(func, cst.Attribute)
@@ -498,7 +326,7 @@ class _Walker:
                 return state
             if method == "zero_grad":
                 return _CLEAN
-            if method in _CLIP_METHODS and not names.is_accelerator(receiver):
+            if method in CLIP_METHODS and not names.is_accelerator(receiver):
                 if dotted_name(receiver) not in ("self", None) or isinstance(receiver, cst.Call):
                     return self.clip(call, state, ctx)
                 return state
@@ -515,8 +343,8 @@ class _Walker:
         return self.scaler_of_scale(receiver)
 
     def scaler_of_scale(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
-        for inner in _all_calls(node):
-            scale = _scale_call(inner)
+        for inner in all_calls(node):
+            scale = scale_call(inner)
             if scale is None:
                 continue
             assert isinstance(scale.func, cst.Attribute)
@@ -654,7 +482,7 @@ class _Walker:
     def reaches_update(
         self, node: cst.CSTNode, scaler: cst.BaseExpression, owner: ClassInfo | None, depth: int
     ) -> bool:
-        for call in _all_calls(node):
+        for call in all_calls(node):
             func = call.func
             if (
                 isinstance(func, cst.Attribute)
@@ -678,7 +506,7 @@ class _Walker:
         if function is None:
             return False
         name = function.name.value.lower()
-        if any(word in name for word in _PER_STEP_WORDS):
+        if any(word in name for word in PER_STEP_WORDS):
             return True
         return function.name.value in self.called_in_loops()
 
@@ -688,7 +516,7 @@ class _Walker:
         called: set[str] = set()
         for statement in walk_statements(self.facts.module):
             if isinstance(statement, (cst.For, cst.While)):
-                for call in _all_calls(statement.body):
+                for call in all_calls(statement.body):
                     func = call.func
                     if isinstance(func, cst.Name):
                         called.add(func.value)
@@ -700,7 +528,7 @@ class _Walker:
             more: set[str] = set()
             for function in self.index.all_functions:
                 if function.name.value in frontier:
-                    for call in _all_calls(function.body):
+                    for call in all_calls(function.body):
                         func = call.func
                         if isinstance(func, cst.Name):
                             more.add(func.value)
@@ -729,7 +557,7 @@ def _mentions_amp(test: cst.BaseExpression) -> bool:
         return False
     for name in _names_in(test):
         words = name.value.lower().split("_")
-        if any(word in _AMP_WORDS for word in words):
+        if any(word in AMP_WORDS for word in words):
             return True
     return False
 
@@ -740,7 +568,7 @@ def module_updates(module: cst.Module, scaler: cst.BaseExpression) -> bool:
         isinstance(call.func, cst.Attribute)
         and call.func.attr.value == "update"
         and same_scaler(call.func.value, scaler)
-        for call in _all_calls(module)
+        for call in all_calls(module)
     )
 
 
@@ -754,10 +582,10 @@ def _key(function: cst.FunctionDef | None) -> int:
 
 
 def _analyse(facts: ModuleFacts) -> ScalerFlow:
-    names = _collect_names(facts)
+    names = collect_names(facts)
     if not names.enabled and not any(
         isinstance(c.func, cst.Attribute) and c.func.attr.value == "scale"
-        for c in _all_calls(facts.module)
+        for c in all_calls(facts.module)
     ):
         return ScalerFlow()
     index = build_index(facts.module, facts.names)
