@@ -125,7 +125,7 @@ def test_internal_error_names_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
     def explode(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr("amp_lint.engine.lint_source", explode)
+    monkeypatch.setattr("amp_lint.engine.analyse_source", explode)
     job = Job("pkg/m.py", DEPRECATED, fix=False, unsafe=False)
     outcome = process_job(job, Config())
     assert outcome.error is not None

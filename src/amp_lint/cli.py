@@ -14,16 +14,19 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
 from amp_lint import __version__
-from amp_lint.config import Config, ConfigError, check_code_prefixes, load_config
+from amp_lint.cache import DEFAULT_DIRECTORY
+from amp_lint.config import CHOICES, Config, ConfigError, check_code_prefixes, load_config
 from amp_lint.files import has_amp_vocabulary
 from amp_lint.findings import Finding, FixSafety
 from amp_lint.formats import json as json_format
 from amp_lint.formats import text as text_format
 from amp_lint.formats.text import plural
+from amp_lint.project_run import RunOptions, default_cache_directory, lint_sources
 from amp_lint.runner import Job, Outcome, read_sources, run_jobs, unified_diff, write_fixes
 
 PROGRAM = "amp-lint"
@@ -111,6 +114,32 @@ def _parser() -> argparse.ArgumentParser:
         help="the path to report (and match against config globs) for standard input",
     )
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even if findings remain")
+    check.add_argument(
+        "--assume-autocast",
+        choices=CHOICES["dtype"],
+        help="library mode: analyse every nn.Module.forward, autograd.Function.forward and "
+        "configured function as running under autocast of this dtype",
+    )
+    check.add_argument(
+        "--device",
+        choices=CHOICES["device"],
+        help="with --assume-autocast: the autocast device (default: either)",
+    )
+    check.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the result cache"
+    )
+    check.add_argument(
+        "--cache-dir",
+        type=Path,
+        metavar="DIR",
+        help=f"where results are cached (default: {DEFAULT_DIRECTORY} beside the config)",
+    )
+    check.add_argument(
+        "--no-first-pass",
+        action="store_true",
+        help="parse every file with AMP vocabulary, not only those the quick ast pass selects "
+        "(for checking that pass: the findings are the same)",
+    )
 
     rules = subcommands.add_parser("rules", help="list the rules")
     rules.set_defaults(run=_run_rules)
@@ -164,6 +193,7 @@ def _run_check(args: argparse.Namespace) -> int:
     except ConfigError as error:
         reporter.error(str(error))
         return EXIT_ERROR
+    config = _with_mode_options(config, args)
     paths: list[str] = args.paths
     # No path means the current directory (or stdin, given --stdin-filename), but `--` with
     # nothing after it is an explicit empty list: a hook given no files lints nothing.
@@ -175,15 +205,39 @@ def _run_check(args: argparse.Namespace) -> int:
             return EXIT_ERROR
         return _check_stdin(args, config, reporter)
     sources = read_sources(paths, config, reporter.error)
-    outcomes = run_jobs([_job(path, source, args) for path, source in sources], config)
-    for outcome in outcomes:
-        if outcome.error:
-            reporter.error(outcome.error)
+    options = RunOptions(
+        fix=bool(args.fix or args.diff),
+        unsafe=bool(args.unsafe_fixes),
+        cache_directory=_cache_directory(args, config),
+        first_pass=not args.no_first_pass,
+    )
+    outcomes = lint_sources(sources, config, options, reporter.error).outcomes
     if args.diff:
         return _report_diff(outcomes, args, reporter)
     if args.fix:
         write_fixes(outcomes, reporter.error)
     return _report_findings(outcomes, args, reporter)
+
+
+def _with_mode_options(config: Config, args: argparse.Namespace) -> Config:
+    """Library-mode flags override `[tool.amp-lint]`."""
+    if args.assume_autocast:
+        config = replace(config, assume_autocast=args.assume_autocast)
+    if args.device:
+        config = replace(config, assume_device=args.device)
+    return config
+
+
+def _cache_directory(args: argparse.Namespace, config: Config) -> Path | None:
+    """--cache-dir, else AMP_LINT_CACHE_DIR, else the default; None with --no-cache or
+    AMP_LINT_NO_CACHE set."""
+    if args.no_cache or os.environ.get("AMP_LINT_NO_CACHE"):
+        return None
+    if args.cache_dir is not None:
+        return Path(args.cache_dir)
+    if os.environ.get("AMP_LINT_CACHE_DIR"):
+        return Path(os.environ["AMP_LINT_CACHE_DIR"])
+    return default_cache_directory(config)
 
 
 def _job(path: str, source: bytes, args: argparse.Namespace) -> Job:

@@ -31,6 +31,15 @@ class Config:
     # Analyse nn.Module.forward methods as running under autocast when the file has an
     # fp16 autocast region or a GradScaler.
     forward_under_autocast: bool = True
+    # Library mode: every nn.Module.forward, autograd.Function.forward and configured function
+    # runs under autocast of this dtype ("float16" or "bfloat16") on `assume_device`.
+    assume_autocast: str | None = None
+    assume_device: str | None = None
+    # Framework settings for projects whose trainer is not among the linted files.
+    lightning_precision: str | None = None  # "16-mixed", "bf16-mixed", ...
+    transformers_trainer_precision: str | None = None  # "fp16" or "bf16"
+    # Where results are cached between runs; relative to `root`.
+    cache_dir: str | None = None
     root: str = "."
 
     def is_enabled(self, code: str, path: str = "") -> bool:
@@ -85,6 +94,19 @@ _KEY_TYPES: dict[str, str] = {
     "fp32-only-callables": "list",
     "autocast-functions": "list",
     "forward-under-autocast": "bool",
+    "assume-autocast": "dtype",
+    "assume-device": "device",
+    "lightning-precision": "lightning",
+    "transformers-trainer-precision": "trainer",
+    "cache-dir": "string",
+}
+
+# Allowed values of the keys that take one of a few strings.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "dtype": ("float16", "bfloat16"),
+    "device": ("cuda", "cpu", "xpu"),
+    "lightning": ("16", "16-mixed", "bf16", "bf16-mixed", "32", "32-true", "16-true", "bf16-true"),
+    "trainer": ("fp16", "bf16", "no"),
 }
 
 _CODE_PREFIX = re.compile(r"^(ALL|[A-Z]+[0-9]*)$")
@@ -175,6 +197,11 @@ def _config_from_table(table: dict[str, object], path: Path) -> Config:
     assert isinstance(per_file_ignores, dict)
     forward_under_autocast = table.get("forward-under-autocast", Config.forward_under_autocast)
     assert isinstance(forward_under_autocast, bool)
+
+    def choice(key: str) -> str | None:
+        value = table.get(key)
+        return str(value) if value is not None else None
+
     return Config(
         select=select + codes("extend-select"),
         ignore=codes("ignore"),
@@ -191,6 +218,11 @@ def _config_from_table(table: dict[str, object], path: Path) -> Config:
         fp32_only_callables=strings("fp32-only-callables"),
         autocast_functions=strings("autocast-functions"),
         forward_under_autocast=forward_under_autocast,
+        assume_autocast=choice("assume-autocast"),
+        assume_device=choice("assume-device"),
+        lightning_precision=choice("lightning-precision"),
+        transformers_trainer_precision=choice("transformers-trainer-precision"),
+        cache_dir=choice("cache-dir"),
         root=str(path.resolve().parent),
     )
 
@@ -200,6 +232,16 @@ def _check_type(key: str, value: object, path: Path) -> None:
     where = f"{path}: tool.amp-lint.{key}"
     if expected == "bool" and not isinstance(value, bool):
         raise ConfigError(f"{where} must be true or false, not {_toml_type(value)}")
+    if expected == "string" and not isinstance(value, str):
+        raise ConfigError(f"{where} must be a string, not {_toml_type(value)}")
+    if expected in CHOICES:
+        allowed = CHOICES[expected]
+        if (
+            not isinstance(value, (str, int))
+            or isinstance(value, bool)
+            or str(value) not in allowed
+        ):
+            raise ConfigError(f"{where} must be one of {', '.join(allowed)}, not {value!r}")
     if expected == "list" and not _is_string_list(value):
         raise ConfigError(f"{where} must be a list of strings, not {_toml_type(value)}")
     if expected == "table":

@@ -6,15 +6,26 @@ plugin call `lint_source` and `fix_source` and nothing below them.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
 
 import libcst as cst
 from libcst.metadata import CodeRange
 
-from amp_lint.analysis.interpreter import run_interpreter
+from amp_lint.analysis.frameworks import configured_assumptions, framework_assumptions
+from amp_lint.analysis.interpreter import Interpreter
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import collect_names
+from amp_lint.analysis.project import (
+    SINGLE_FILE,
+    ClassAssumption,
+    EntryContext,
+    ProjectContext,
+    ProjectIndex,
+)
 from amp_lint.config import Config
 from amp_lint.findings import Finding, FixSafety
 from amp_lint.fixes.apply import FixConflict, apply_fixes
@@ -35,6 +46,17 @@ class FixResult:
     remaining: list[Finding]
 
 
+@dataclass
+class FileAnalysis:
+    findings: list[Finding]
+    # What this file tells the rest of the project: calls into other linted files made under
+    # autocast, and the framework settings (trainers, prepared models) it makes.
+    outgoing: list[EntryContext]
+    assumptions: list[ClassAssumption]
+    # Other linted files whose code the findings depend on (their functions' results).
+    dependencies: list[str]
+
+
 def parse_source(source: bytes, path: str) -> cst.Module:
     try:
         return cst.parse_module(source)
@@ -50,18 +72,38 @@ def parse_source(source: bytes, path: str) -> cst.Module:
 def lint_source(
     source: bytes, path: str, config: Config, *, honour_noqa: bool = True
 ) -> list[Finding]:
-    """Findings for one file, sorted by position, without their edits."""
+    """Findings for one file on its own, sorted by position, without their edits."""
+    return analyse_source(source, path, config, SINGLE_FILE, honour_noqa=honour_noqa).findings
+
+
+def analyse_source(
+    source: bytes,
+    path: str,
+    config: Config,
+    context: ProjectContext,
+    *,
+    honour_noqa: bool = True,
+) -> FileAnalysis:
+    """Findings for one file in its project context, and what it tells other files."""
     module = parse_source(source, path)
-    findings = _lint_module(module, path, config, honour_noqa=honour_noqa)
-    return [finding.portable() for finding in findings]
+    analysis = _analyse_module(module, source, config, context, path, honour_noqa=honour_noqa)
+    analysis.findings = [finding.portable() for finding in analysis.findings]
+    return analysis
 
 
-def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool) -> FixResult:
+def fix_source(
+    source: bytes,
+    path: str,
+    config: Config,
+    *,
+    unsafe: bool,
+    context: ProjectContext = SINGLE_FILE,
+) -> FixResult:
     """Apply every applicable fix, re-linting until nothing more changes."""
     module = parse_source(source, path)
     fixed: list[Finding] = []
     for _ in range(MAX_FIX_PASSES):
-        findings = _lint_module(module, path, config, honour_noqa=True)
+        findings = _lint_module(module, source, config, context, path)
         chosen = [f for f in findings if f.fix is not None and _allowed(f, unsafe)]
         if not chosen:
             break
@@ -74,15 +116,16 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool) -> Fix
         if not applied or new_module.code == module.code:
             break
         # Re-parse: the next pass needs fresh node identities and proof the code parses.
+        source = new_module.bytes
         try:
-            module = cst.parse_module(new_module.bytes)
+            module = cst.parse_module(source)
         except cst.ParserSyntaxError as error:
             raise SourceError(
                 f"{path}: fix produced code that does not parse ({error.message.splitlines()[0]});"
                 " file left unchanged"
             ) from None
         fixed.extend(f.portable() for f in applied)
-    remaining = [f.portable() for f in _lint_module(module, path, config, honour_noqa=True)]
+    remaining = [f.portable() for f in _lint_module(module, source, config, context, path)]
     return FixResult(source=module.bytes, fixed=fixed, remaining=remaining)
 
 
@@ -92,23 +135,94 @@ def _allowed(finding: Finding, unsafe: bool) -> bool:
 
 
 def _lint_module(
-    module: cst.Module, path: str, config: Config, *, honour_noqa: bool
+    module: cst.Module, source: bytes, config: Config, context: ProjectContext, path: str
 ) -> list[Finding]:
+    return _analyse_module(module, source, config, context, path, honour_noqa=True).findings
+
+
+def _analyse_module(
+    module: cst.Module,
+    source: bytes,
+    config: Config,
+    context: ProjectContext,
+    path: str,
+    *,
+    honour_noqa: bool,
+) -> FileAnalysis:
     rules = [rule_class() for rule_class in all_rules() if config.is_enabled(rule_class.code, path)]
-    if not rules:
-        return []
     facts = ModuleFacts(path=path, module=module, names=collect_names(module), config=config)
     reports: list[tuple[Rule, Report]] = []
+    loader = ProjectLoader.shared(context.project, config)
+    interpreter = Interpreter(facts, [r for r in rules if r.node_types], context.project, loader)
+    assumptions = list(context.assumptions)
+    found: list[ClassAssumption] = []
     for rule in rules:
-        reports.extend((rule, report) for report in rule.check_module(facts))
-    reports.extend(run_interpreter(facts, [r for r in rules if r.node_types]))
-    if not reports:
-        return []
-    findings = _to_findings(reports, facts.positions, path)
-    if honour_noqa:
+        # Rules that also check nodes prepare per-module state here, so they run in every
+        # round; their module-level reports belong to the round of the file's own roots.
+        if not (context.own_roots or rule.node_types) or not _mentions(source, rule.vocabulary):
+            continue
+        module_reports = list(rule.check_module(facts))
+        if context.own_roots:
+            reports.extend((rule, report) for report in module_reports)
+    if context.own_roots:
+        found = framework_assumptions(facts, interpreter.accelerate, context.project)
+        assumptions += configured_assumptions(config) + found
+    reports.extend(interpreter.run(context.entries, assumptions, own_roots=context.own_roots))
+    findings = _to_findings(reports, facts.positions, path) if reports else []
+    if honour_noqa and findings:
         noqa = NoqaMap(module.code)
         findings = [f for f in findings if not noqa.suppresses(f.line, f.code)]
-    return findings
+    return FileAnalysis(
+        findings, list(interpreter.outgoing.values()), found, sorted(interpreter.dependencies)
+    )
+
+
+class ProjectLoader:
+    """Parses other linted files on demand, to evaluate what calls into them return. One per
+    process and project; the most recently used modules stay parsed."""
+
+    CAPACITY = 48
+    _shared: ClassVar[dict[tuple[int, Config], ProjectLoader]] = {}
+
+    def __init__(self, project: ProjectIndex, config: Config) -> None:
+        self.project = project
+        self.config = config
+        self.interpreters: OrderedDict[str, Interpreter | None] = OrderedDict()
+
+    @classmethod
+    def shared(cls, project: ProjectIndex | None, config: Config) -> ProjectLoader | None:
+        if project is None:
+            return None
+        key = (id(project), config)
+        if key not in cls._shared:
+            cls._shared.clear()  # a new run: the old project's modules are of no use
+            cls._shared[key] = cls(project, config)
+        return cls._shared[key]
+
+    def interpreter_for(self, path: str) -> Interpreter | None:
+        if path in self.interpreters:
+            self.interpreters.move_to_end(path)
+            return self.interpreters[path]
+        interpreter = self._load(path)
+        self.interpreters[path] = interpreter
+        if len(self.interpreters) > self.CAPACITY:
+            self.interpreters.popitem(last=False)
+        return interpreter
+
+    def _load(self, path: str) -> Interpreter | None:
+        try:
+            module = parse_source(Path(path).read_bytes(), path)
+        except (OSError, SourceError):
+            return None  # its own analysis reports the problem
+        names = collect_names(module)
+        facts = ModuleFacts(path=path, module=module, names=names, config=self.config)
+        interpreter = Interpreter(facts, [], self.project, self)
+        interpreter.run_module_body(report=False)
+        return interpreter
+
+
+def _mentions(source: bytes, words: tuple[bytes, ...]) -> bool:
+    return not words or any(word in source for word in words)
 
 
 def _to_findings(

@@ -116,17 +116,37 @@ def _is_excluded(path: Path, config: Config) -> bool:
     return bool(config.exclude) and config.is_excluded(str(path))
 
 
+# Framework settings that enter autocast for the user: Lightning's `precision=`, accelerate's
+# `mixed_precision=`, Hugging Face's `fp16=True` / `bf16=True`.
+FRAMEWORK_VOCABULARY = (b"precision", b"fp16", b"bf16")
+# Library mode analyses every forward; configured framework settings name these classes.
+LIBRARY_VOCABULARY = (b"forward",)
+_CONFIGURED_FRAMEWORK_CLASSES = (b"LightningModule", b"Trainer", b"PreTrainedModel")
+
+
+def round_zero_vocabulary(config: Config) -> tuple[bytes, ...]:
+    """Files analysed from their own roots must contain one of these words."""
+    words = AMP_VOCABULARY + FRAMEWORK_VOCABULARY + _configured_words(config)
+    if config.assume_autocast is not None:
+        words += LIBRARY_VOCABULARY
+    if config.lightning_precision or config.transformers_trainer_precision:
+        words += _CONFIGURED_FRAMEWORK_CLASSES
+    return words
+
+
+def _configured_words(config: Config) -> tuple[bytes, ...]:
+    """Configured callables and autocast functions, by their last dotted component, which
+    is how they appear at call sites."""
+    names = (*config.autocast_functions, *config.fp32_only_callables)
+    return tuple(word for word in (name.rsplit(".", 1)[-1].encode() for name in names) if word)
+
+
 def has_amp_vocabulary(source: bytes, config: Config) -> bool:
     """Whether the source mentions anything a rule needs; files without it have no findings.
 
-    A byte search, so it costs far less than parsing. Configured callables and autocast
-    functions count by their last dotted component, which is how they appear at call sites.
+    A byte search, so it costs far less than parsing.
     """
-    configured = (
-        name.rsplit(".", 1)[-1].encode()
-        for name in (*config.autocast_functions, *config.fp32_only_callables)
-    )
-    return any(word and word in source for word in (*AMP_VOCABULARY, *configured))
+    return any(word in source for word in round_zero_vocabulary(config))
 
 
 def write_atomically(path: Path, data: bytes) -> None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
-import libcst as cst
+if TYPE_CHECKING:  # libcst is loaded only where files are parsed: a cached run never needs it
+    import libcst as cst
 
-Replacement = Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel[cst.CSTNode]]
+Replacement = Union["cst.CSTNode", "cst.RemovalSentinel", "cst.FlattenSentinel[cst.CSTNode]"]
 
 
 class FixSafety(enum.Enum):

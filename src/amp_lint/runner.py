@@ -1,7 +1,7 @@
-"""The file processing behind `amp-lint check`: reading the files that may have findings,
-linting or fixing each one (in a process pool when there are enough), writing the fixes back,
-and the diff of a fix. Nothing here prints; errors go to the caller's `report_error`, and the
-output and exit status are cli.py's.
+"""The file processing behind `amp-lint check`: reading the files, linting or fixing each
+one (in a process pool when there are enough), writing the fixes back, and the diff of a fix.
+project_run.py decides which files to analyse in which context. Nothing here prints; errors
+go to the caller's `report_error`, and the output and exit status are cli.py's.
 """
 
 from __future__ import annotations
@@ -13,11 +13,19 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import TracebackType
 
+from amp_lint.analysis.project import (
+    SINGLE_FILE,
+    ClassAssumption,
+    EntryContext,
+    ProjectContext,
+    ProjectIndex,
+)
 from amp_lint.config import Config
-from amp_lint.files import discover_python_files, has_amp_vocabulary, write_atomically
+from amp_lint.files import discover_python_files, write_atomically
 from amp_lint.findings import Finding
 
 # Below this many files a process pool costs more to start than it saves.
@@ -33,6 +41,9 @@ class Job:
     source: bytes
     fix: bool  # compute fixes (for --fix and --diff)
     unsafe: bool
+    context: ProjectContext = SINGLE_FILE  # its `project` is set in the worker
+    # Ask the first pass (first_pass.py) whether the file's own code can have findings.
+    first_pass: bool = False
 
 
 @dataclass
@@ -43,23 +54,48 @@ class Outcome:
     fixed: list[Finding] = field(default_factory=list)
     fixed_source: bytes | None = None  # set only when the fixes changed the bytes
     error: str | None = None
+    outgoing: list[EntryContext] = field(default_factory=list)
+    assumptions: list[ClassAssumption] = field(default_factory=list)
+    parsed: bool = False  # False when the first pass showed there was nothing to find
+    dependencies: list[str] = field(default_factory=list)  # see FileAnalysis
+
+
+# The project index of the run, set once per worker process (see JobRunner).
+_worker_project: ProjectIndex | None = None
+
+
+def _set_worker_project(project: ProjectIndex | None) -> None:
+    global _worker_project
+    _worker_project = project
 
 
 def process_job(job: Job, config: Config) -> Outcome:
     """Lint or fix one file; never raises, so that one bad file cannot stop the others."""
     # Imported here: the engine pulls in libcst and the rules, which costs more than linting a
     # tree of files without AMP vocabulary (the usual pre-commit run) takes in total.
-    from amp_lint.engine import SourceError, fix_source, lint_source
+    from amp_lint.engine import SourceError, analyse_source, fix_source
+    from amp_lint.first_pass import own_code_may_have_findings
 
     outcome = Outcome(job.path, job.source)
+    context = job.context
+    if _worker_project is not None and context.project is None:
+        context = replace(context, project=_worker_project)
     try:
+        if job.first_pass and not own_code_may_have_findings(job.source, config):
+            if not (context.entries or context.assumptions):
+                return outcome
+            context = replace(context, own_roots=False)
+        outcome.parsed = True
         if job.fix:
-            result = fix_source(job.source, job.path, config, unsafe=job.unsafe)
+            result = fix_source(job.source, job.path, config, unsafe=job.unsafe, context=context)
             outcome.remaining, outcome.fixed = result.remaining, result.fixed
             if result.source != job.source:
                 outcome.fixed_source = result.source
         else:
-            outcome.remaining = lint_source(job.source, job.path, config)
+            analysis = analyse_source(job.source, job.path, config, context)
+            outcome.remaining = analysis.findings
+            outcome.outgoing, outcome.assumptions = analysis.outgoing, analysis.assumptions
+            outcome.dependencies = analysis.dependencies
     except SourceError as error:
         outcome.error = _one_line(str(error))
     except Exception as error:  # a bug in a rule must not hide the other files' findings
@@ -76,24 +112,61 @@ def _one_line(message: str) -> str:
 
 def run_jobs(jobs: list[Job], config: Config) -> list[Outcome]:
     """Outcomes in the order of `jobs`, from a process pool when there are enough files."""
-    if not jobs:
-        return []
-    # Loaded before the pool starts, so that forked workers inherit the engine and the rule
-    # modules instead of each importing them again.
-    importlib.import_module("amp_lint.engine")
-    importlib.import_module("amp_lint.rules").all_rules()
-    work = functools.partial(process_job, config=config)
-    workers = min(len(jobs), _usable_cpus())
-    if len(jobs) > PARALLEL_THRESHOLD and workers > 1:
-        # Without usable multiprocessing here, or when a worker dies, run everything again
-        # serially: workers write nothing, so repeating their work is safe.
-        try:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                chunk = max(1, len(jobs) // (workers * 4))
+    with JobRunner(config) as runner:
+        return runner.run(jobs)
+
+
+class JobRunner:
+    """Runs batches of jobs, in one process pool for the whole run (started on the first
+    batch big enough to need it), each worker holding the run's project index."""
+
+    def __init__(self, config: Config, project: ProjectIndex | None = None) -> None:
+        self.config = config
+        self.project = project
+        self.pool: ProcessPoolExecutor | None = None
+        self.serial = False
+
+    def __enter__(self) -> JobRunner:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+
+    def run(self, jobs: list[Job]) -> list[Outcome]:
+        if not jobs:
+            return []
+        work = functools.partial(process_job, config=self.config)
+        workers = min(len(jobs), _usable_cpus())
+        if len(jobs) > PARALLEL_THRESHOLD and workers > 1 and not self.serial:
+            # Without usable multiprocessing here, or when a worker dies, run everything
+            # again serially: workers write nothing, so repeating their work is safe.
+            try:
+                pool = self._pool()
+                chunk = max(1, len(jobs) // (_usable_cpus() * 4))
                 return list(pool.map(work, jobs, chunksize=chunk))
-        except (OSError, NotImplementedError, BrokenProcessPool):
-            pass
-    return [work(job) for job in jobs]
+            except (OSError, NotImplementedError, BrokenProcessPool):
+                self.serial = True
+        _set_worker_project(self.project)
+        return [work(job) for job in jobs]
+
+    def _pool(self) -> ProcessPoolExecutor:
+        if self.pool is None:
+            # Loaded before the pool starts, so that forked workers inherit the engine and
+            # the rule modules instead of each importing them again.
+            importlib.import_module("amp_lint.engine")
+            importlib.import_module("amp_lint.rules").all_rules()
+            self.pool = ProcessPoolExecutor(
+                max_workers=_usable_cpus(),
+                initializer=_set_worker_project,
+                initargs=(self.project,),
+            )
+        return self.pool
 
 
 def _usable_cpus() -> int:
@@ -107,20 +180,17 @@ def _usable_cpus() -> int:
 
 def read_sources(
     paths: list[str], config: Config, report_error: Callable[[str], None]
-) -> list[tuple[str, bytes]]:
-    """(path, source) of each file under `paths` that may have findings, in discovery order."""
+) -> dict[str, bytes]:
+    """The source of each Python file under `paths`, in discovery order."""
     discovery = discover_python_files([Path(path) for path in paths], config)
     for message in discovery.errors:
         report_error(message)
-    sources = []
+    sources = {}
     for path in discovery.files:
         try:
-            source = path.read_bytes()
+            sources[str(path)] = path.read_bytes()
         except OSError as error:
             report_error(f"{path}: cannot read: {error.strerror or error}")
-            continue
-        if has_amp_vocabulary(source, config):  # the others have no findings by construction
-            sources.append((str(path), source))
     return sources
 
 

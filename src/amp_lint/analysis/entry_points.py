@@ -18,6 +18,7 @@ from amp_lint.analysis.regions import (
     grad_scaler_device,
     region_from_call,
 )
+from amp_lint.config import Config
 
 
 def decorator_regions(
@@ -38,7 +39,10 @@ def assumed_entry_points(
 ) -> Iterator[tuple[cst.FunctionDef, AutocastRegion, str]]:
     """(function, region, why) for functions assumed to run under autocast."""
     config = facts.config
-    if config.forward_under_autocast:
+    library = library_region(config)
+    if library is not None:
+        yield from _library_entry_points(index, library)
+    elif config.forward_under_autocast:
         region = file_autocast(facts, accelerate)
         if region is not None:
             for info in index.classes.values():
@@ -49,11 +53,31 @@ def assumed_entry_points(
                         f"{region.describe()}"
                     )
                     yield forward, region, why
-    configured = AutocastRegion(None, FLOAT16, True, "configured")
+    configured = library or AutocastRegion(None, FLOAT16, True, "configured")
     for name in config.autocast_functions:
         function = _function_named(index, name)
         if function is not None:
             yield function, configured, f"`{name}` configured to run under autocast"
+
+
+def library_region(config: Config) -> AutocastRegion | None:
+    """Library mode's region (`--assume-autocast float16 --device cuda`), if on."""
+    if config.assume_autocast is None:
+        return None
+    return AutocastRegion(config.assume_device, config.assume_autocast, True, "--assume-autocast")
+
+
+def _library_entry_points(
+    index: ModuleIndex, region: AutocastRegion
+) -> Iterator[tuple[cst.FunctionDef, AutocastRegion, str]]:
+    """Every `forward` defined in a class: nn.Module subclasses whose base is imported from
+    another file count too, since the class itself cannot be seen here to be a Module."""
+    for info in index.classes.values():
+        forward = info.methods.get("forward")
+        # A class without bases is not a Module or a Function, whatever its methods are.
+        if forward is not None and info.base_names:
+            why = f"`{info.name}.forward` analysed under {region.describe()} (library mode)"
+            yield forward, region, why
 
 
 def file_autocast(facts: ModuleFacts, accelerate: AccelerateSettings) -> AutocastRegion | None:

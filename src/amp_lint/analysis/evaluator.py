@@ -72,6 +72,14 @@ class Evaluator:
         return value
 
     def _evaluate(self, node: cst.BaseExpression, frame: Frame) -> Value:
+        # The commonest nodes first, by exact type: isinstance against libcst's classes goes
+        # through ABCMeta in Python, and this runs for every expression of every function.
+        if type(node) is cst.Name:
+            return self._name(node, frame)
+        if type(node) is cst.Attribute:
+            return self._attribute(node, frame)
+        if type(node) is cst.Call:
+            return self._call(node, frame)
         if isinstance(node, (cst.Integer, cst.Float)):
             literal = node.evaluated_value
             return Value(SCALAR, constant=literal if isinstance(literal, (int, float)) else None)
@@ -176,6 +184,13 @@ class Evaluator:
         call = frame.self_class.attribute_calls.get(dotted)
         if call is None:
             return None
+        # `self.model = Net(dim).cuda()` is still a Net.
+        while (
+            isinstance(call.func, cst.Attribute)
+            and isinstance(call.func.value, cst.Call)
+            and semantics.returns_same_module(call.func.attr.value, call)
+        ):
+            call = call.func.value
         region = region_from_call(call, self.names, self.interpreter.accelerate)
         if region is not None:
             return Value(OTHER, region=region)
@@ -189,6 +204,10 @@ class Evaluator:
         if isinstance(func, cst.Name) and func.value in self.index.classes:
             return f"{LOCAL_PREFIX}.{func.value}"
         qualified = self.names.qualified_name(func)
+        if qualified is not None:
+            project = self.interpreter.project_class(qualified)
+            if project is not None:
+                return project
         if qualified and qualified.rsplit(".", 1)[-1][:1].isupper():
             return qualified
         return None
@@ -232,6 +251,9 @@ class Evaluator:
         func = node.func
         qualified = self.names.qualified_name(func)
         if qualified is not None:
+            followed = self.interpreter.project_call(qualified, node, frame)
+            if followed is not None:
+                return followed
             return self.torch_calls.qualified_call(qualified, node, frame)
         if isinstance(func, cst.Name):
             return self._name_call(func, node, frame)

@@ -18,7 +18,8 @@ from amp_lint.analysis.values import Env, Value
 class Frame:
     env: Env
     regions: tuple[AutocastRegion, ...]  # outermost first
-    chain: tuple[CallSite, ...] = ()
+    # The calls from the region to here; steps in other files arrive as "path:line" text.
+    chain: tuple[CallSite | str, ...] = ()
     function: cst.FunctionDef | None = None
     self_class: ClassInfo | None = None
     # Why this frame is analysed under autocast when no caller was seen ("assumed ...").

@@ -10,6 +10,8 @@ running under that autocast. Results are memoised, recursion is cut at MAX_CALL_
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import Protocol
 
 import libcst as cst
 
@@ -23,6 +25,14 @@ __all__ = ["ExecutionContext", "Interpreter", "run_interpreter"]
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import dotted_name
 from amp_lint.analysis.outline import child_nodes, statement_nodes
+from amp_lint.analysis.project import (
+    PROJECT_PREFIX,
+    ClassAssumption,
+    EntryContext,
+    ProjectIndex,
+    ProjectTarget,
+    portable_region,
+)
 from amp_lint.analysis.regions import (
     AutocastRegion,
     accelerate_settings,
@@ -41,9 +51,27 @@ MAX_CALL_DEPTH = 6
 MemoKey = tuple[int, tuple[DType, ...], tuple[tuple[str | None, str | None, bool | None], ...]]
 
 
+class ModuleLoader(Protocol):
+    """Gives the interpreter of another linted file, to learn what a call into it returns."""
+
+    def interpreter_for(self, path: str) -> Interpreter | None: ...
+
+
 class Interpreter:
-    def __init__(self, facts: ModuleFacts, rules: list[Rule]) -> None:
+    def __init__(
+        self,
+        facts: ModuleFacts,
+        rules: list[Rule],
+        project: ProjectIndex | None = None,
+        loader: ModuleLoader | None = None,
+    ) -> None:
         self.facts = facts
+        self.project = project
+        self.loader = loader
+        # Calls into other linted files worth following, by EntryContext.key.
+        self.outgoing: dict[tuple[object, ...], EntryContext] = {}
+        # Other linted files whose code decided a value here (what their functions return).
+        self.dependencies: set[str] = set()
         self.index = build_index(facts.module, facts.names)
         self.accelerate = accelerate_settings(facts.module, facts.names)
         self.evaluator = Evaluator(self)
@@ -58,15 +86,29 @@ class Interpreter:
 
     # --- entry points ----------------------------------------------------------------------
 
-    def run(self) -> list[tuple[Rule, Report]]:
-        module_frame = Frame(env=self.module_env, regions=())
-        self.exec_block(self.facts.module.body, module_frame)
-        for function in self.index.all_functions:
-            self.run_root(
-                function, decorator_regions(function, self.facts.names, self.accelerate), None
-            )
-        for function, region, why in assumed_entry_points(self.facts, self.index, self.accelerate):
-            self.run_root(function, (region,), why)
+    def run(
+        self,
+        entries: Sequence[EntryContext] = (),
+        assumptions: Sequence[ClassAssumption] = (),
+        *,
+        own_roots: bool = True,
+    ) -> list[tuple[Rule, Report]]:
+        """Analyse the module from its own roots (its body, every function on its own, the
+        functions assumed to run under autocast) unless `own_roots` is False, then from the
+        entries other files' calls make and the methods frameworks run under autocast."""
+        self.run_module_body(report=own_roots)
+        if own_roots:
+            for function in self.index.all_functions:
+                regions = decorator_regions(function, self.facts.names, self.accelerate)
+                self.run_root(function, regions, None)
+            roots = assumed_entry_points(self.facts, self.index, self.accelerate)
+            for function, region, why in roots:
+                self.run_root(function, (region,), why)
+        for assumption in assumptions:
+            for function in self._assumed_methods(assumption):
+                self.run_root(function, (assumption.region,), assumption.why)
+        for entry in entries:
+            self.run_entry(entry)
         return list(self.reports.values())
 
     def run_root(
@@ -79,6 +121,125 @@ class Interpreter:
         if owner is not None:
             frame.env.set("self", Value(OTHER, instance_of=f"{LOCAL_PREFIX}.{owner.name}"))
         self._exec_suite(function.body, frame)
+
+    def run_module_body(self, *, report: bool = True) -> None:
+        """Execute the module's top level, binding its names (`proj = nn.Linear(8, 8)`);
+        without `report`, for its values only (its findings came from an earlier round)."""
+        rules_by_type = self.rules_by_type
+        if not report:
+            self.rules_by_type = {}
+        self.exec_block(self.facts.module.body, Frame(env=self.module_env, regions=()))
+        self.rules_by_type = rules_by_type
+
+    def run_entry(self, entry: EntryContext) -> None:
+        """Analyse the function another file called, with that call's context."""
+        function, owner = self._entry_function(entry.target)
+        if function is None:
+            self._forward_entry(entry)
+            return
+        regions = entry.regions + decorator_regions(function, self.facts.names, self.accelerate)
+        frame = self._entry_frame(entry, function, owner, regions)
+        self._exec_suite(function.body, frame)
+
+    def _entry_frame(
+        self,
+        entry: EntryContext,
+        function: cst.FunctionDef,
+        owner: ClassInfo | None,
+        regions: tuple[AutocastRegion, ...],
+    ) -> Frame:
+        frame = Frame(
+            env=Env(),
+            regions=regions,
+            chain=entry.chain,
+            function=function,
+            self_class=owner,
+            assumption=entry.assumption,
+            depth=entry.depth,
+        )
+        if owner is not None:
+            frame.env.set("self", Value(OTHER, instance_of=f"{LOCAL_PREFIX}.{owner.name}"))
+        positional = [Value(dtype) for dtype in entry.positional]
+        keywords = {name: Value(dtype) for name, dtype in entry.keywords}
+        self._bind_values(function, positional, keywords, frame, skip_self=owner is not None)
+        return frame
+
+    def _entry_function(self, target: str) -> tuple[cst.FunctionDef | None, ClassInfo | None]:
+        class_name, _, method = target.partition(".")
+        if not method:
+            return self.index.functions.get(target), None
+        info = self.index.classes.get(class_name)
+        if info is None:
+            return None, None
+        found = self._find_method(info, method)
+        if found is None and method == "__call__":
+            found = self._find_method(info, "forward")
+        return found, (self.index.owner.get(id(found)) if found is not None else None)
+
+    def _forward_entry(self, entry: EntryContext) -> None:
+        forwarded = self._reexported(entry)
+        if forwarded is not None:
+            self.outgoing.setdefault(forwarded.key, forwarded)
+
+    def _reexported(self, entry: EntryContext) -> EntryContext | None:
+        """The entry, sent on to where its target is defined: it is imported here from
+        another linted file (`from .attn import Attention` in a package's `__init__.py`), or
+        inherited from a class defined there."""
+        if self.project is None:
+            return None
+        head, _, rest = entry.target.partition(".")
+        qualified = self.facts.names.bindings.get(head)
+        info = self.index.classes.get(head)
+        if qualified is None and info is not None:
+            # A method inherited from a base class defined in another linted file.
+            qualified = next(
+                (b for b in info.base_names if self._project_target(b) is not None), None
+            )
+        if qualified is None:
+            return None
+        target = self._project_target(qualified)
+        if target is None or target.path == self.facts.path:
+            return None
+        name = f"{target.attribute}.{rest}" if rest else target.attribute
+        return EntryContext(
+            target.path,
+            name,
+            entry.regions,
+            entry.positional,
+            entry.keywords,
+            entry.chain,
+            entry.assumption,
+            entry.depth,
+        )
+
+    def _assumed_methods(self, assumption: ClassAssumption) -> list[cst.FunctionDef]:
+        found = []
+        for info in self.index.classes.values():
+            if not self._matches_class(info, assumption.class_names):
+                continue
+            for method in assumption.methods:
+                function = self._find_method(info, method)
+                if function is not None and self.index.owner.get(id(function)) is info:
+                    found.append(function)
+        return found
+
+    def _matches_class(self, info: ClassInfo, names: tuple[str, ...]) -> bool:
+        seen: set[str] = set()
+        pending = [info]
+        while pending:
+            current = pending.pop()
+            if current.name in seen:
+                continue
+            seen.add(current.name)
+            if current.name in names:
+                return True
+            for base in current.base_names:
+                if base.rsplit(".", 1)[-1] in names:
+                    return True
+                local = self.index.classes.get(base)
+                if local is not None:
+                    pending.append(local)
+        return False
 
     # --- statements ------------------------------------------------------------------------
 
@@ -280,11 +441,116 @@ class Interpreter:
         self.memo[key] = result
         return result
 
+    def _project_target(self, qualified: str) -> ProjectTarget | None:
+        if self.project is None:
+            return None
+        return self.project.resolve(qualified, self.facts.path)
+
+    def project_call(self, qualified: str, call: cst.Call, frame: Frame) -> Value | None:
+        """A call of something imported from another linted file, or None when `qualified`
+        is not one: a class gives an instance, a function is followed there."""
+        target = self._project_target(qualified)
+        if target is None:
+            return None
+        if target.looks_like_class:
+            for arg in call.args:
+                self.evaluator.evaluate(arg.value, frame)
+            return Value(OTHER, instance_of=project_instance(target))
+        return self.call_external(target.path, target.attribute, call, frame)
+
+    def project_class(self, qualified: str) -> str | None:
+        """`instance_of` for an instance of a class imported from another linted file."""
+        target = self._project_target(qualified)
+        if target is None or not target.looks_like_class:
+            return None
+        return project_instance(target)
+
+    def call_external(self, path: str, target: str, call: cst.Call, caller: Frame) -> Value:
+        """Record the call for the other file's analysis, and learn what it returns."""
+        if path == self.facts.path:
+            return UNKNOWN_VALUE
+        arguments = [self.evaluator.evaluate(arg.value, caller) for arg in call.args]
+        worth_following = caller.active_region is not None or any(
+            a.dtype.is_half for a in arguments
+        )
+        if not worth_following or caller.depth >= MAX_CALL_DEPTH:
+            return UNKNOWN_VALUE
+        positional: tuple[DType, ...] = ()
+        keywords: tuple[tuple[str, DType], ...] = ()
+        if not any(arg.star for arg in call.args):
+            positional = tuple(v.dtype for a, v in zip(call.args, arguments) if a.keyword is None)
+            keywords = tuple(
+                (a.keyword.value, v.dtype)
+                for a, v in zip(call.args, arguments)
+                if a.keyword is not None
+            )
+        here = CallSite(self.facts.path, call, self.facts.line_of)
+        entry = EntryContext(
+            path,
+            target,
+            tuple(portable_region(r) for r in caller.regions),
+            positional,
+            keywords,
+            tuple(str(step) for step in (*caller.chain, here)),
+            caller.assumption,
+            caller.depth + 1,
+        )
+        self.outgoing.setdefault(entry.key, entry)
+        return self._external_result(entry)
+
+    def _external_result(self, entry: EntryContext) -> Value:
+        """What the other file's function returns in this context (its dtype and constant;
+        objects of its classes mean nothing here). The other file's findings come from its
+        own analysis of the entry, in a later round."""
+        result = self._result_in(entry.path, entry)
+        return Value(result.dtype, constant=result.constant)
+
+    def _result_in(self, path: str, entry: EntryContext) -> Value:
+        callee = self.loader.interpreter_for(path) if self.loader is not None else None
+        if callee is None:
+            return UNKNOWN_VALUE
+        result = callee.result_of(entry)
+        # The cache must drop this file's results when any of those files changes.
+        self.dependencies.add(path)
+        self.dependencies.update(callee.dependencies)
+        return result
+
+    def result_of(self, entry: EntryContext) -> Value:
+        """The joined return value of the entry's function, memoised like local calls."""
+        if entry.depth > MAX_CALL_DEPTH:
+            return UNKNOWN_VALUE
+        function, owner = self._entry_function(entry.target)
+        if function is None:
+            forwarded = self._reexported(entry)
+            if forwarded is None:
+                return UNKNOWN_VALUE
+            return self._result_in(forwarded.path, replace(forwarded, depth=entry.depth + 1))
+        regions = entry.regions + decorator_regions(function, self.facts.names, self.accelerate)
+        key: MemoKey = (
+            id(function),
+            entry.positional + tuple(dtype for _, dtype in entry.keywords),
+            tuple(r.key for r in regions),
+        )
+        if key in self.memo:
+            return self.memo[key]
+        if key in self.in_progress:
+            return UNKNOWN_VALUE
+        self.in_progress.add(key)
+        frame = self._entry_frame(entry, function, owner, regions)
+        self._exec_suite(function.body, frame)
+        result = _join_all(frame.returns)
+        self.in_progress.discard(key)
+        self.memo[key] = result
+        return result
+
     def call_instance(self, callee: Value, call: cst.Call, frame: Frame) -> Value:
         """`module(x)`: runs the class's forward, or the op of a known torch.nn module."""
         instance = callee.instance_of
         if instance is None:
             return UNKNOWN_VALUE
+        if instance.startswith(PROJECT_PREFIX):
+            path, class_name = split_project_instance(instance)
+            return self.call_external(path, f"{class_name}.__call__", call, frame)
         local = self.index.class_for_qualified(instance)
         if local is not None:
             forward = self._find_method(local, "forward")
@@ -306,6 +572,10 @@ class Interpreter:
         overridden = local is not None and self._find_method(local, method) is not None
         if not overridden and returns_same_module(method, call):
             return receiver  # `model = Net().to(device)` is still a Net
+        instance = receiver.instance_of or ""
+        if local is None and instance.startswith(PROJECT_PREFIX):
+            path, class_name = split_project_instance(instance)
+            return self.call_external(path, f"{class_name}.{method}", call, frame)
         if local is None:
             return (
                 self.call_instance(receiver, call, frame) if method == "forward" else UNKNOWN_VALUE
@@ -335,26 +605,33 @@ class Interpreter:
         *,
         skip_self: bool,
     ) -> None:
-        params = list(function.params.posonly_params) + list(function.params.params)
-        if skip_self and params and not _is_static(function):
-            params = params[1:]
-        positional = [
-            value
-            for arg, value in zip(call.args, arguments)
-            if arg.keyword is None and not arg.star
-        ]
         if any(arg.star for arg in call.args):
             return  # *args / **kwargs: which parameter gets what is not known
-        for param, value in zip(params, positional):
-            frame.env.set(param.name.value, value)
+        positional = [value for arg, value in zip(call.args, arguments) if arg.keyword is None]
         by_keyword = {
             arg.keyword.value: value
             for arg, value in zip(call.args, arguments)
             if arg.keyword is not None
         }
+        self._bind_values(function, positional, by_keyword, frame, skip_self=skip_self)
+
+    def _bind_values(
+        self,
+        function: cst.FunctionDef,
+        positional: list[Value],
+        keywords: dict[str, Value],
+        frame: Frame,
+        *,
+        skip_self: bool,
+    ) -> None:
+        params = list(function.params.posonly_params) + list(function.params.params)
+        if skip_self and params and not _is_static(function):
+            params = params[1:]
+        for param, value in zip(params, positional):
+            frame.env.set(param.name.value, value)
         for param in params + list(function.params.kwonly_params):
-            if param.name.value in by_keyword:
-                frame.env.set(param.name.value, by_keyword[param.name.value])
+            if param.name.value in keywords:
+                frame.env.set(param.name.value, keywords[param.name.value])
 
 
 def _is_static(function: cst.FunctionDef) -> bool:
@@ -391,6 +668,14 @@ def _unpacked(
     return [UNKNOWN_VALUE] * count
 
 
+def project_instance(target: ProjectTarget) -> str:
+    return f"{PROJECT_PREFIX}{target.path}:{target.attribute}"
+
+
+def split_project_instance(instance: str) -> tuple[str, str]:
+    path, _, class_name = instance[len(PROJECT_PREFIX) :].rpartition(":")
+    return path, class_name
+
+
 def run_interpreter(facts: ModuleFacts, rules: list[Rule]) -> list[tuple[Rule, Report]]:
     return Interpreter(facts, rules).run()
-

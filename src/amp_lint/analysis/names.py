@@ -127,5 +127,7 @@ def _add_import_from(names: ModuleNames, node: cst.ImportFrom) -> None:
         local = name
         if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
             local = alias.asname.name.value
-        names.bindings[local] = f"{module}.{name}"
+        # `from . import losses` binds ".losses", not "..losses".
+        qualified = f"{module}{name}" if module.endswith(".") else f"{module}.{name}"
+        names.bindings[local] = qualified
         names.from_imports.setdefault((module, name), []).append(node)

@@ -146,13 +146,19 @@ _TOKEN_FIELDS = frozenset(
     ]
 )
 _NODE_FIELDS: dict[type[cst.CSTNode], tuple[str, ...]] = {}
+# FunctionDef, ClassDef and the two BaseSuite classes, compared by exact type (see below).
+_SCOPES_AND_SUITES = frozenset(
+    {cst.FunctionDef, cst.ClassDef, cst.IndentedBlock, cst.SimpleStatementSuite}
+)
 
 
 def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The node's children without whitespace and token nodes, in field order.
 
     libcst's `.children` rebuilds the node through its visitor machinery on every call;
-    reading the dataclass fields directly is many times faster.
+    reading the dataclass fields directly is many times faster. Node types are told apart by
+    a dictionary lookup: `isinstance` against libcst's abstract base classes runs Python code
+    on every call, and this function runs millions of times on a large package.
     """
     names = _NODE_FIELDS.get(type(node))
     if names is None:
@@ -161,11 +167,22 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     children: list[cst.CSTNode] = []
     for name in names:
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        kind = type(value)
+        if kind is list or kind is tuple:
+            children.extend(v for v in value if _is_node_type(type(v)))
+        elif _is_node_type(kind):
             children.append(value)
-        elif isinstance(value, (list, tuple)):
-            children.extend(v for v in value if isinstance(v, cst.CSTNode))
     return children
+
+
+_IS_NODE_TYPE: dict[type, bool] = {}
+
+
+def _is_node_type(kind: type) -> bool:
+    known = _IS_NODE_TYPE.get(kind)
+    if known is None:
+        known = _IS_NODE_TYPE[kind] = issubclass(kind, cst.CSTNode)
+    return known
 
 
 def statement_nodes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -174,6 +191,6 @@ def statement_nodes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         node = stack.pop()
         yield node
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.BaseSuite)):
+        if type(node) in _SCOPES_AND_SUITES:
             continue
         stack.extend(reversed(child_nodes(node)))

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16, DType, dtype_from_torch_name, half
+from amp_lint.analysis.autocast_region import AutocastRegion
+from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16, dtype_from_torch_name
 from amp_lint.analysis.names import ModuleNames, dotted_name
 from amp_lint.analysis.outline import small_statements
 
@@ -38,37 +39,7 @@ GRAD_SCALERS = {
 }
 ACCELERATOR_CLASSES = ("accelerate.Accelerator", "accelerate.accelerator.Accelerator")
 
-
-@dataclass(frozen=True)
-class AutocastRegion:
-    device: str | None  # "cuda", "cpu", ...; None when it comes from a variable
-    dtype: str | None  # FLOAT16, BFLOAT16, "float32"; None when not known (maybe float16)
-    enabled: bool | None  # None when decided at run time
-    spelling: str  # how the code entered it, for messages
-    node: cst.CSTNode | None = None
-    # The device argument as written, reused by fixes that open an fp32 island.
-    device_expr: cst.BaseExpression | None = None
-
-    @property
-    def is_active(self) -> bool:
-        return self.enabled is not False
-
-    @property
-    def may_be_float16(self) -> bool:
-        return self.is_active and self.dtype in (FLOAT16, None)
-
-    @property
-    def lower_precision(self) -> DType:
-        return half(self.dtype)
-
-    @property
-    def key(self) -> tuple[str | None, str | None, bool | None]:
-        return (self.device, self.dtype, self.enabled)
-
-    def describe(self) -> str:
-        device = self.device or "unknown-device"
-        dtype = self.dtype or "float16/bfloat16"
-        return f"{device} {dtype} autocast"
+__all__ = ["AutocastRegion", "accelerate_settings", "grad_scaler_device", "region_from_call"]
 
 
 def region_from_call(

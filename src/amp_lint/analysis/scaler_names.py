@@ -34,8 +34,12 @@ CLIP_FUNCTIONS = frozenset(
 )
 # `model.clip_grad_norm_(max_norm)`: FSDP's method, which does not unscale.
 CLIP_METHODS = frozenset(["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_"])
+# Every scaler this module recognises has one of these in the source: a constructor
+# (`GradScaler`, `ShardedGradScaler`), a use (`x.scale(loss)`, `unscale_`), or a name.
+SCALER_VOCABULARY = (b"Scaler", b"scaler", b".scale(", b"unscale_")
 AMP_WORDS = frozenset(["amp", "fp16", "float16", "scaler", "half", "mixed", "autocast"])
 PER_STEP_WORDS = ("step", "train", "iter", "batch", "epoch", "fit", "optimi", "backward")
+
 
 @dataclass
 class ScalerNames:

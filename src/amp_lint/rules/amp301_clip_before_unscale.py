@@ -9,6 +9,7 @@ import libcst as cst
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.outline import positional_arguments
 from amp_lint.analysis.scaler_flow import ScalerFlow, ScalerHazard, function_key, scaler_flow
+from amp_lint.analysis.scaler_names import SCALER_VOCABULARY
 from amp_lint.findings import Fix, FixSafety
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import code
@@ -18,6 +19,7 @@ from amp_lint.rules.scaler_steps import insert_before, source, via
 class ClipBeforeUnscale(Rule):
     code = "AMP301"
     name = "clip-before-unscale"
+    vocabulary = SCALER_VOCABULARY
     summary = (
         "Checks for gradient clipping (`torch.nn.utils.clip_grad_norm_`, `clip_grad_value_`, "
         "FSDP's `model.clip_grad_norm_`) after `scaler.scale(loss).backward()` without "

@@ -14,6 +14,7 @@ from amp_lint.analysis.scaler_flow import (
     module_updates,
     scaler_flow,
 )
+from amp_lint.analysis.scaler_names import SCALER_VOCABULARY
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import code
@@ -23,6 +24,7 @@ from amp_lint.rules.scaler_steps import insert_after, source, standalone_call, v
 class StepBypassesScaler(Rule):
     code = "AMP302"
     name = "step-bypasses-scaler"
+    vocabulary = SCALER_VOCABULARY
     summary = (
         "Checks for `optimizer.step()` called directly after `scaler.scale(loss).backward()` "
         "instead of `scaler.step(optimizer)`."

@@ -8,6 +8,7 @@ import libcst as cst
 
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.scaler_flow import ScalerHazard, module_updates, scaler_flow
+from amp_lint.analysis.scaler_names import SCALER_VOCABULARY
 from amp_lint.findings import Fix, FixSafety
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import code
@@ -17,6 +18,7 @@ from amp_lint.rules.scaler_steps import RUNTIME_ERROR, insert_after, source, sta
 class MissingScalerUpdate(Rule):
     code = "AMP303"
     name = "missing-scaler-update"
+    vocabulary = SCALER_VOCABULARY
     summary = (
         "Checks for `scaler.step(optimizer)` in a training loop (or in a function run once "
         "per step, such as `train_step`) with no `scaler.update()` after it."

@@ -19,6 +19,7 @@ from amp_lint.rules.base import Report, Rule
 class Fp16WithoutScaler(Rule):
     code = "AMP304"
     name = "fp16-without-scaler"
+    vocabulary = (b"autocast",)
     summary = (
         "Checks for functions that backpropagate (`loss.backward()`, `torch.autograd.backward`, "
         "`torch.autograd.grad`) through a float16 autocast region when the module has no "

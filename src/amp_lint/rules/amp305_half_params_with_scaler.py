@@ -8,6 +8,7 @@ import libcst as cst
 
 from amp_lint.analysis.dtypes import FLOAT16
 from amp_lint.analysis.module import ModuleFacts
+from amp_lint.analysis.scaler_names import SCALER_VOCABULARY
 from amp_lint.analysis.training_setup import (
     ADAM_DEFAULT_EPS,
     HalfCast,
@@ -27,6 +28,7 @@ UNSCALE_ERROR = "ValueError: Attempting to unscale FP16 gradients."
 class HalfParamsWithScaler(Rule):
     code = "AMP305"
     name = "half-params-with-scaler"
+    vocabulary = (*SCALER_VOCABULARY, b"half", b"float16")
     summary = (
         "Checks for models cast to float16 (`model.half()`, `model.to(torch.float16)`) whose "
         "parameters go to an optimizer stepped through a GradScaler, or to an Adam-family "

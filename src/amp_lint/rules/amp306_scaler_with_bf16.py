@@ -8,6 +8,7 @@ import libcst as cst
 
 from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16
 from amp_lint.analysis.module import ModuleFacts
+from amp_lint.analysis.scaler_names import SCALER_VOCABULARY
 from amp_lint.analysis.training_setup import (
     ScalerCall,
     TrainingSetup,
@@ -28,6 +29,7 @@ BF16_UNSCALE_ERROR = (
 class ScalerWithBf16(Rule):
     code = "AMP306"
     name = "scaler-with-bf16"
+    vocabulary = SCALER_VOCABULARY
     summary = (
         "Checks for an enabled GradScaler in a module whose autocast regions and model casts "
         "are all bfloat16."

@@ -93,6 +93,7 @@ class _Event:
 class StepInsideAutocast(Rule):
     code = "AMP307"
     name = "step-inside-autocast"
+    vocabulary = (b"autocast",)
     summary = (
         "Checks for `optimizer.step()` and other in-place weight updates inside an autocast "
         "region that runs the model's forward again afterwards (a training loop inside one "

@@ -22,12 +22,19 @@ from amp_lint.fixes.amp_api import (
     torch_spelling,
 )
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.deprecated_amp_apis import DEPRECATED_PREFIXES, ApiUse, DeprecatedApi, UseScan
+from amp_lint.rules.deprecated_amp_apis import (
+    DEPRECATED_API_VOCABULARY,
+    DEPRECATED_PREFIXES,
+    ApiUse,
+    DeprecatedApi,
+    UseScan,
+)
 
 
 class DeprecatedAmpApi(Rule):
     code = "AMP401"
     name = "deprecated-amp-api"
+    vocabulary = DEPRECATED_API_VOCABULARY
     summary = (
         "Checks for the device-specific AMP APIs deprecated in PyTorch 2.4: "
         "`torch.cuda.amp.autocast`, `torch.cuda.amp.GradScaler`, `torch.cuda.amp.custom_fwd`, "

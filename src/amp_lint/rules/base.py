@@ -40,6 +40,9 @@ class Rule:
     known_limitations: ClassVar[str] = ""
     # Node types the dtype interpreter hands to check_node, with their execution context.
     node_types: ClassVar[tuple[type[cst.CSTNode], ...]] = ()
+    # check_module runs only on sources containing one of these byte strings (empty: always).
+    # Module-wide analyses cost more than the rest of the lint; most files cannot need them.
+    vocabulary: ClassVar[tuple[bytes, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)

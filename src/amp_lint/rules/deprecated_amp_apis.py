@@ -64,6 +64,10 @@ DEPRECATED_PREFIXES = frozenset(
     for i in range(1, len(parts) + 1)
 )
 
+# Every spelling of a deprecated API has one of these in its source: `torch.cuda.amp.autocast`,
+# `import torch.cuda.amp as amp`, `from torch.cuda import amp`.
+DEPRECATED_API_VOCABULARY = (b"cuda.amp", b"cpu.amp", b"cuda import amp", b"cpu import amp")
+
 
 @dataclass(frozen=True)
 class ApiUse:

@@ -1,0 +1,285 @@
+"""Linting the files of one run as a project, in rounds.
+
+Round 0 analyses every file that mentions AMP vocabulary from its own roots: its autocast
+regions, GradScaler loops, framework trainers, library-mode forwards. Each analysis reports,
+beside its findings, the calls it made under autocast into other linted files (EntryContext)
+and the framework settings it saw (ClassAssumption: "LightningModule.training_step runs
+under fp16 autocast"). Each later round analyses only the files those calls and settings
+reach, only from those entry points, until no new entry appears; the depth bound on call
+chains and the de-duplication of entries by context make this finite. A file never named by
+any of this is never parsed.
+
+Results are cached per (file, context), so a re-run on unchanged files parses nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from amp_lint.analysis.project import (
+    ClassAssumption,
+    EntryContext,
+    ProjectContext,
+    ProjectIndex,
+)
+from amp_lint.cache import DEFAULT_DIRECTORY, ResultCache, digest
+from amp_lint.config import Config
+from amp_lint.files import round_zero_vocabulary
+from amp_lint.findings import Finding, FixSafety
+from amp_lint.runner import Job, JobRunner, Outcome
+
+# A chain of calls is cut at MAX_CALL_DEPTH in the interpreter; this bounds rounds as well.
+MAX_ROUNDS = 12
+
+
+@dataclass
+class RunOptions:
+    fix: bool = False  # --fix or --diff
+    unsafe: bool = False
+    cache_directory: Path | None = None  # None: no cache
+    first_pass: bool = True
+
+
+@dataclass
+class FileState:
+    """What the rounds learnt about one file."""
+
+    findings: dict[tuple[str, int, int], Finding] = field(default_factory=dict)
+    entries: dict[tuple[object, ...], EntryContext] = field(default_factory=dict)
+    assumptions: list[ClassAssumption] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class ProjectResult:
+    outcomes: list[Outcome]
+    cache: ResultCache | None
+    parsed: int = 0  # files parsed with libcst, over all rounds (cache hits excluded)
+
+
+def default_cache_directory(config: Config) -> Path:
+    return Path(config.root) / (config.cache_dir or DEFAULT_DIRECTORY)
+
+
+def lint_project(sources: dict[str, bytes], config: Config, options: RunOptions) -> ProjectResult:
+    """One Outcome per file with findings, fixes or an error, in the order of `sources`."""
+    project = ProjectIndex.from_paths(sources)
+    cache = ResultCache(options.cache_directory) if options.cache_directory else None
+    run = _Rounds(sources, config, project, cache, options.first_pass)
+    with JobRunner(config, project) as runner:
+        run.runner = runner
+        run.run()
+        outcomes = run.outcomes()
+        if options.fix:
+            outcomes = run.fix(outcomes, unsafe=options.unsafe)
+    return ProjectResult(outcomes, cache, run.parsed)
+
+
+class _Rounds:
+    def __init__(
+        self,
+        sources: dict[str, bytes],
+        config: Config,
+        project: ProjectIndex,
+        cache: ResultCache | None,
+        first_pass: bool,
+    ) -> None:
+        self.sources = sources
+        self.config = config
+        self.project = project
+        self.cache = cache
+        self.first_pass = first_pass
+        self.states: dict[str, FileState] = {path: FileState() for path in sources}
+        self.runner: JobRunner | None = None
+        self.parsed = 0
+        # Everything a cached result depends on besides the file and its context.
+        self.fingerprint = digest(repr(config), "\0".join(sorted(sources)), str(first_pass))
+
+    def run(self) -> None:
+        vocabulary = round_zero_vocabulary(self.config)
+        first = [
+            self._job(path, ProjectContext(), first_pass=self.first_pass)
+            for path, source in self.sources.items()
+            if any(word in source for word in vocabulary)
+        ]
+        outcomes = self._run(first)
+        # A file analysed from its own roots applied its own and the configured assumptions.
+        found: list[tuple[str | None, ClassAssumption]] = []
+        own = {outcome.path for outcome in outcomes if outcome.parsed}
+        for outcome in outcomes:
+            found.extend((outcome.path, a) for a in outcome.assumptions)
+        found.extend((None, a) for a in _configured_assumptions(self.config))
+        pending = self._absorb(outcomes)
+        delivered = self._deliver(found, own)
+        for path, assumptions in delivered.items():
+            pending.setdefault(path, [])
+            self.states[path].assumptions = assumptions
+        for _ in range(MAX_ROUNDS):
+            if not pending:
+                break
+            jobs = [
+                self._job(
+                    path,
+                    ProjectContext(
+                        entries=tuple(entries),
+                        assumptions=tuple(delivered.pop(path, ())),
+                        own_roots=False,
+                    ),
+                )
+                for path, entries in pending.items()
+            ]
+            pending = self._absorb(self._run(jobs))
+
+    def _job(self, path: str, context: ProjectContext, *, first_pass: bool = False) -> Job:
+        return Job(path, self.sources[path], False, False, context, first_pass)
+
+    def _deliver(
+        self, found: list[tuple[str | None, ClassAssumption]], own: set[str]
+    ) -> dict[str, list[ClassAssumption]]:
+        """Framework assumptions seen in one file (or configured) go to the other files
+        defining a class they name."""
+        delivered: dict[str, list[ClassAssumption]] = {}
+        for origin, assumption in found:
+            for path, source in self.sources.items():
+                if path == origin or (origin is None and path in own):
+                    continue
+                if assumption.path is not None:
+                    reached = assumption.path == path
+                else:
+                    reached = any(name.encode() in source for name in assumption.class_names)
+                if reached and assumption not in delivered.get(path, []):
+                    delivered.setdefault(path, []).append(assumption)
+        return delivered
+
+    def _absorb(self, outcomes: Iterable[Outcome]) -> dict[str, list[EntryContext]]:
+        """Record findings and errors; return the entries not analysed yet, by file."""
+        pending: dict[str, list[EntryContext]] = {}
+        for outcome in outcomes:
+            state = self.states[outcome.path]
+            state.error = state.error or outcome.error
+            for finding in outcome.remaining:
+                state.findings.setdefault((finding.code, finding.line, finding.column), finding)
+            for entry in outcome.outgoing:
+                target = self.states.get(entry.path)
+                if target is None or entry.key in target.entries:
+                    continue
+                target.entries[entry.key] = entry
+                pending.setdefault(entry.path, []).append(entry)
+        return pending
+
+    def _run(self, jobs: list[Job]) -> list[Outcome]:
+        """Outcomes of the jobs, from the cache where an earlier run left them."""
+        assert self.runner is not None
+        keys = [self._key(job) for job in jobs]
+        results: dict[int, Outcome] = {}
+        missing: list[int] = []
+        for position, key in enumerate(keys):
+            cached = self.cache.get(key) if self.cache is not None else None
+            if isinstance(cached, CachedResult) and cached.dependencies == self._digests(
+                [path for path, _ in cached.dependencies]
+            ):
+                results[position] = cached.outcome(jobs[position])
+            else:
+                missing.append(position)
+        fresh = self.runner.run([jobs[position] for position in missing])
+        for position, outcome in zip(missing, fresh):
+            results[position] = outcome
+            self.parsed += outcome.parsed
+            if self.cache is not None and outcome.error is None:
+                digests = self._digests(outcome.dependencies)
+                self.cache.put(keys[position], CachedResult.of(outcome, digests))
+        return [results[position] for position in range(len(jobs))]
+
+    def _digests(self, paths: list[str]) -> tuple[tuple[str, str], ...]:
+        """The current digest of each file a result depended on (another file's function
+        whose return value it used): a result is reused only while they are unchanged."""
+        return tuple((path, digest(self.sources.get(path, b""))) for path in paths)
+
+    def _key(self, job: Job) -> str:
+        return digest(self.fingerprint, job.path, job.source, repr(job.context))
+
+    def outcomes(self) -> list[Outcome]:
+        found = []
+        for path, state in self.states.items():
+            if state.findings or state.error:
+                outcome = Outcome(path, self.sources[path], error=state.error)
+                outcome.remaining = sorted(state.findings.values(), key=lambda f: f.sort_key)
+                found.append(outcome)
+        return found
+
+    def fix(self, outcomes: list[Outcome], *, unsafe: bool) -> list[Outcome]:
+        """Fix each file that has a fix to apply, in everything the rounds found for it."""
+        fixable = [
+            outcome.path
+            for outcome in outcomes
+            if outcome.error is None and any(_applies(f, unsafe) for f in outcome.remaining)
+        ]
+        jobs = []
+        for path in fixable:
+            state = self.states[path]
+            context = ProjectContext(
+                entries=tuple(state.entries.values()), assumptions=tuple(state.assumptions)
+            )
+            jobs.append(Job(path, self.sources[path], True, unsafe, context))
+        assert self.runner is not None
+        fixed = {outcome.path: outcome for outcome in self.runner.run(jobs)}
+        return [fixed.get(outcome.path, outcome) for outcome in outcomes]
+
+
+@dataclass(frozen=True)
+class CachedResult:
+    """An Outcome without the source it was computed from (the key holds its digest)."""
+
+    remaining: tuple[Finding, ...]
+    outgoing: tuple[EntryContext, ...]
+    assumptions: tuple[ClassAssumption, ...]
+    parsed: bool
+    dependencies: tuple[tuple[str, str], ...]  # (path, digest of its source)
+
+    @classmethod
+    def of(cls, outcome: Outcome, dependencies: tuple[tuple[str, str], ...]) -> CachedResult:
+        return cls(
+            tuple(outcome.remaining),
+            tuple(outcome.outgoing),
+            tuple(outcome.assumptions),
+            outcome.parsed,
+            dependencies,
+        )
+
+    def outcome(self, job: Job) -> Outcome:
+        return Outcome(
+            job.path,
+            job.source,
+            remaining=list(self.remaining),
+            outgoing=list(self.outgoing),
+            assumptions=list(self.assumptions),
+            parsed=self.parsed,
+            dependencies=[path for path, _ in self.dependencies],
+        )
+
+
+def _configured_assumptions(config: Config) -> list[ClassAssumption]:
+    if config.lightning_precision is None and config.transformers_trainer_precision is None:
+        return []
+    from amp_lint.analysis.frameworks import configured_assumptions  # loads libcst
+
+    return configured_assumptions(config)
+
+
+def _applies(finding: Finding, unsafe: bool) -> bool:
+    return finding.fix is not None and (unsafe or finding.fix.safety is FixSafety.SAFE)
+
+
+def lint_sources(
+    sources: dict[str, bytes],
+    config: Config,
+    options: RunOptions,
+    report_error: Callable[[str], None],
+) -> ProjectResult:
+    result = lint_project(sources, config, options)
+    for outcome in result.outcomes:
+        if outcome.error:
+            report_error(outcome.error)
+    return result

@@ -1,0 +1,3 @@
+from .attn import Attention
+
+__all__ = ["Attention"]
