@@ -290,8 +290,10 @@ def copy_files(files: list[Path], root: Path, dest: Path) -> Path:
 
 
 def prepare_tree(name: str, root: Path, workdir: Path, quick: bool) -> Tree:
-    from amp_lint.files import AMP_VOCABULARY
+    from amp_lint.config import Config
+    from amp_lint.files import round_zero_vocabulary
 
+    vocabulary = round_zero_vocabulary(Config())
     files = python_files(root)
     if not files:
         raise BenchError(f"no .py files under {root}")
@@ -306,7 +308,7 @@ def prepare_tree(name: str, root: Path, workdir: Path, quick: bool) -> Tree:
         data = path.read_bytes()
         lines += data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         size += len(data)
-        if not any(word in data for word in AMP_VOCABULARY):
+        if not any(word in data for word in vocabulary):
             without.append(path)
     no_vocab_dir = copy_files(without, root, workdir / "no-vocab" / name)
     return Tree(name, source, root, files, lines, size, no_vocab_dir, len(without))
@@ -650,7 +652,8 @@ def render_report(
         "## Commands",
         "",
         "TREE is the package folder; NO_VOCAB_COPY is a copy (same relative paths) of the "
-        "tree's files that contain none of `amp_lint.files.AMP_VOCABULARY`; CACHE is a fresh "
+        "tree's files that contain none of amp-lint's vocabulary "
+        "(`amp_lint.files.round_zero_vocabulary`); CACHE is a fresh "
         "temporary folder per tree. Each command runs in a scratch folder with stdout and "
         "stderr written to files. `<flake8 without AMP>` is the same flake8 with amp-lint's "
         f"entry point dropped from its plugin finder ({hiding}).",

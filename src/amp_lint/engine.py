@@ -28,7 +28,6 @@ from amp_lint.analysis.project import (
 )
 from amp_lint.config import Config
 from amp_lint.findings import Finding, FixSafety
-from amp_lint.fixes.apply import FixConflict, apply_fixes
 from amp_lint.rules import Report, Rule, all_rules
 from amp_lint.suppressions import NoqaMap
 
@@ -100,6 +99,9 @@ def fix_source(
     context: ProjectContext = SINGLE_FILE,
 ) -> FixResult:
     """Apply every applicable fix, re-linting until nothing more changes."""
+    # Loaded here: it pulls in libcst.codemod, which costs more than linting a small project.
+    from amp_lint.fixes.apply import FixConflict, apply_fixes
+
     module = parse_source(source, path)
     fixed: list[Finding] = []
     for _ in range(MAX_FIX_PASSES):

@@ -93,6 +93,7 @@ class _Rounds:
         self.first_pass = first_pass
         self.states: dict[str, FileState] = {path: FileState() for path in sources}
         self.runner: JobRunner | None = None
+        self.source_digests: dict[str, str] = {}
         self.parsed = 0
         # Everything a cached result depends on besides the file and its context.
         self.fingerprint = digest(repr(config), "\0".join(sorted(sources)), str(first_pass))
@@ -195,7 +196,12 @@ class _Rounds:
     def _digests(self, paths: list[str]) -> tuple[tuple[str, str], ...]:
         """The current digest of each file a result depended on (another file's function
         whose return value it used): a result is reused only while they are unchanged."""
-        return tuple((path, digest(self.sources.get(path, b""))) for path in paths)
+        return tuple((path, self._source_digest(path)) for path in paths)
+
+    def _source_digest(self, path: str) -> str:
+        if path not in self.source_digests:
+            self.source_digests[path] = digest(self.sources.get(path, b""))
+        return self.source_digests[path]
 
     def _key(self, job: Job) -> str:
         return digest(self.fingerprint, job.path, job.source, repr(job.context))
