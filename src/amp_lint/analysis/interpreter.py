@@ -9,7 +9,7 @@ running under that autocast. Results are memoised, recursion is cut at MAX_CALL_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -417,24 +417,36 @@ class Interpreter:
             tuple(a.dtype for a in arguments),
             tuple(r.key for r in regions),
         )
+        owner = self.index.owner.get(id(function))
+
+        def frame() -> Frame:
+            callee = Frame(
+                env=Env(),
+                regions=regions,
+                chain=(*caller.chain, CallSite(self.facts.path, call, self.facts.line_of)),
+                function=function,
+                self_class=owner,
+                assumption=caller.assumption,
+                depth=caller.depth + 1,
+            )
+            if bound_self is not None:
+                callee.env.set("self", bound_self)
+            self._bind_arguments(function, call, arguments, callee, skip_self=owner is not None)
+            return callee
+
+        return self._run_memoised(key, function, frame)
+
+    def _run_memoised(
+        self, key: MemoKey, function: cst.FunctionDef, make_frame: Callable[[], Frame]
+    ) -> Value:
+        """The function's joined return value in the frame's context; each context once,
+        recursion cut (a call already in progress returns unknown)."""
         if key in self.memo:
             return self.memo[key]
         if key in self.in_progress:
             return UNKNOWN_VALUE
         self.in_progress.add(key)
-        owner = self.index.owner.get(id(function))
-        frame = Frame(
-            env=Env(),
-            regions=regions,
-            chain=(*caller.chain, CallSite(self.facts.path, call, self.facts.line_of)),
-            function=function,
-            self_class=owner,
-            assumption=caller.assumption,
-            depth=caller.depth + 1,
-        )
-        if bound_self is not None:
-            frame.env.set("self", bound_self)
-        self._bind_arguments(function, call, arguments, frame, skip_self=owner is not None)
+        frame = make_frame()
         self._exec_suite(function.body, frame)
         result = _join_all(frame.returns)
         self.in_progress.discard(key)
@@ -531,17 +543,9 @@ class Interpreter:
             entry.positional + tuple(dtype for _, dtype in entry.keywords),
             tuple(r.key for r in regions),
         )
-        if key in self.memo:
-            return self.memo[key]
-        if key in self.in_progress:
-            return UNKNOWN_VALUE
-        self.in_progress.add(key)
-        frame = self._entry_frame(entry, function, owner, regions)
-        self._exec_suite(function.body, frame)
-        result = _join_all(frame.returns)
-        self.in_progress.discard(key)
-        self.memo[key] = result
-        return result
+        return self._run_memoised(
+            key, function, lambda: self._entry_frame(entry, function, owner, regions)
+        )
 
     def call_instance(self, callee: Value, call: cst.Call, frame: Frame) -> Value:
         """`module(x)`: runs the class's forward, or the op of a known torch.nn module."""

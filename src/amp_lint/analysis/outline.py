@@ -185,6 +185,15 @@ def _is_node_type(kind: type) -> bool:
     return known
 
 
+def subtree_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The node and everything below it, nested functions and classes included."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(child_nodes(current))
+
+
 def statement_nodes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Nodes of one statement in source order, not entering nested functions or classes."""
     stack = [root]

@@ -16,7 +16,7 @@ import libcst as cst
 
 from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16, dtype_from_torch_name
 from amp_lint.analysis.names import ModuleNames, dotted_name
-from amp_lint.analysis.outline import child_nodes, positional_arguments
+from amp_lint.analysis.outline import child_nodes, positional_arguments, subtree_nodes
 from amp_lint.analysis.regions import (
     GRAD_SCALERS,
     AccelerateSettings,
@@ -298,7 +298,7 @@ def _assignments(scope: Scope) -> dict[str, list[cst.BaseExpression]]:
 def _parameter_owners(expression: cst.BaseExpression) -> set[str]:
     """`m` for every `m.parameters()` / `m.named_parameters()` in the expression."""
     owners = set()
-    for node in _subnodes(expression):
+    for node in subtree_nodes(expression):
         if (
             isinstance(node, cst.Call)
             and isinstance(node.func, cst.Attribute)
@@ -353,7 +353,7 @@ def _training_setup(module: cst.Module, names: ModuleNames) -> TrainingSetup:
 def mentions_float16(module: cst.Module, names: ModuleNames) -> bool:
     """Whether the module names `torch.float16` / `torch.half` anywhere (a dtype chosen at
     run time between float16 and bfloat16 names both)."""
-    for node in _subnodes(module):
+    for node in subtree_nodes(module):
         if isinstance(node, (cst.Attribute, cst.Name)):
             dtype = dtype_from_torch_name(names.qualified_name(node))
             if dtype is not None and dtype.is_float16:
@@ -366,14 +366,6 @@ def snippet(node: cst.CSTNode) -> str:
     text = " ".join(cst.Module([]).code_for_node(node).split())
     text = text.replace("( ", "(").replace(", )", ")").replace(",)", ")")
     return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _subnodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(child_nodes(current))
 
 
 def _argument(call: cst.Call, position: int, keyword: str) -> cst.Arg | None:

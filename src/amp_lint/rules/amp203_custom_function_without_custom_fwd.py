@@ -13,7 +13,13 @@ from amp_lint.analysis.calls import ClassInfo, ModuleIndex, build_index
 from amp_lint.analysis.frames import ExecutionContext
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import ModuleNames, dotted_name
-from amp_lint.analysis.outline import calls_in, child_nodes, small_statements, walk_statements
+from amp_lint.analysis.outline import (
+    calls_in,
+    child_nodes,
+    small_statements,
+    subtree_nodes,
+    walk_statements,
+)
 from amp_lint.analysis.regions import AutocastRegion
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.amp_api import torch_spelling
@@ -364,7 +370,7 @@ def _needs_matching_dtypes(
         for node in _expressions(statement):
             if any(
                 isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.MatrixMultiply)
-                for n in _subnodes(node)
+                for n in subtree_nodes(node)
             ):
                 return True
             for call in calls_in(node):
@@ -379,14 +385,6 @@ def _needs_matching_dtypes(
                 elif _outside_torch(func, names, index):
                     return True
     return False
-
-
-def _subnodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(child_nodes(current))
 
 
 def _calls_outside_torch(forward: cst.FunctionDef, names: ModuleNames, index: ModuleIndex) -> bool:
