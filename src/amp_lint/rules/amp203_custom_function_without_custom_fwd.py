@@ -157,14 +157,15 @@ decorator per device, added one region at a time."""
 Only Function classes defined in the same module are checked, applied as `Cls.apply(...)` or
 through an alias (`fn = Cls.apply`, `self.fn = Cls.apply`, at module level or in a
 function). A Function whose forward calls only torch functions and tensor methods is flagged
-only when its backward reads saved tensors *and* combines tensors where dtypes must match: a matmul
-(`@`, `mm`, `linear`, `conv*`, `einsum`...), a scatter or index write, or a call to code that
-is neither torch's nor this module's (an extension kernel); module functions it calls are
-looked into one level deep. Elementwise backwards (`GradReverse`, GeLU, sqrt, dropout masks)
-promote mixed dtypes and run, so they are not flagged: on transformers in library mode this
-removed 13 of 18 reports, all of them Functions whose backward was elementwise. A backward that
-calls methods of other objects (`layer.backward_pass(...)`, a reversible layer recomputing
-its forward with autocast off) is not seen as strict and is missed. A `custom_fwd` whose
+only when its backward reads saved tensors *and* combines tensors where dtypes must match: a
+matmul (`@`, `mm`, `linear`, `conv*`, `einsum`...), a scatter or index write, or a call to
+code that is neither torch's nor this module's (an extension kernel). Module functions that
+forward or backward call are looked into one level deep. Elementwise backwards
+(`GradReverse`, GeLU, sqrt, dropout masks) promote mixed dtypes and run (measured under CPU
+autocast, float16 and bfloat16), so they are not flagged: in library mode on transformers
+this removed 8 of 18 reports. A backward that calls methods of other objects
+(`layer.backward_pass(...)`) is not looked into, and one that recomputes a layer with
+autocast off is flagged only through its other calls. A `custom_fwd` whose
 `device_type` is not a literal counts as covering every device."""
     node_types = (cst.Call,)
 
@@ -375,10 +376,9 @@ def _needs_matching_dtypes(
                 return True
             for call in calls_in(node):
                 func = call.func
-                name = dotted_name(func) or ""
-                if name.rsplit(".", 1)[-1] in _DTYPE_STRICT_OPS:
-                    return True
-                helper = index.functions.get(name) if isinstance(func, cst.Name) else None
+                if _callee_name(func) in _DTYPE_STRICT_OPS:
+                    return True  # `grad.mm(w)`, `F.linear(...)`, `x.t().matmul(g)`
+                helper = index.functions.get(func.value) if isinstance(func, cst.Name) else None
                 if helper is not None:
                     if depth == 0 and _needs_matching_dtypes(helper, names, index, depth + 1):
                         return True
@@ -387,13 +387,27 @@ def _needs_matching_dtypes(
     return False
 
 
-def _calls_outside_torch(forward: cst.FunctionDef, names: ModuleNames, index: ModuleIndex) -> bool:
-    """A call in forward to something that is not a torch function or a tensor method: an
-    extension module, a kernel launch (`kernel[grid](...)`), a function of this module."""
-    for statement in _statements(forward):
+def _callee_name(func: cst.BaseExpression) -> str:
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else ""
+
+
+def _calls_outside_torch(
+    function: cst.FunctionDef, names: ModuleNames, index: ModuleIndex, depth: int = 0
+) -> bool:
+    """A call to something that is not a torch function or a tensor method: an extension
+    module, a kernel launch (`kernel[grid](...)`). A function of this module is looked into,
+    one level deep (`bloom_gelu_forward(x)` is torch arithmetic, not a kernel)."""
+    for statement in _statements(function):
         for node in _expressions(statement):
             for call in calls_in(node):
-                if _outside_torch(call.func, names, index):
+                func = call.func
+                helper = index.functions.get(func.value) if isinstance(func, cst.Name) else None
+                if helper is not None:
+                    if depth > 0 or _calls_outside_torch(helper, names, index, depth + 1):
+                        return True
+                elif _outside_torch(func, names, index):
                     return True
     return False
 
