@@ -32,17 +32,13 @@ class ResultCache:
     def __init__(self, directory: Path) -> None:
         self.directory = directory / f"{__version__}-{_FORMAT}-{code_fingerprint()}"
         self.root = directory
-        self.hits = 0
-        self.misses = 0
 
     def get(self, key: str) -> object | None:
         try:
             data = self._path(key).read_bytes()
             value: object = pickle.loads(data)
         except Exception:  # missing, truncated by a crash, or written by another version
-            self.misses += 1
             return None
-        self.hits += 1
         return value
 
     def put(self, key: str, value: object) -> None:

@@ -55,7 +55,6 @@ class FileState:
 @dataclass
 class ProjectResult:
     outcomes: list[Outcome]
-    cache: ResultCache | None
     parsed: int = 0  # files parsed with libcst, over all rounds (cache hits excluded)
 
 
@@ -74,7 +73,7 @@ def lint_project(sources: dict[str, bytes], config: Config, options: RunOptions)
         outcomes = run.outcomes()
         if options.fix:
             outcomes = run.fix(outcomes, unsafe=options.unsafe)
-    return ProjectResult(outcomes, cache, run.parsed)
+    return ProjectResult(outcomes, run.parsed)
 
 
 class _Rounds:

@@ -55,9 +55,6 @@ class ProjectIndex:
                 index.by_name.setdefault(name, []).append(path)
         return index
 
-    def __len__(self) -> int:
-        return len(self.by_absolute)
-
     def resolve(self, qualified: str, from_path: str) -> ProjectTarget | None:
         """The linted file and attribute an imported dotted name refers to, if any."""
         if qualified.startswith("."):
