@@ -205,7 +205,7 @@ class Evaluator:
             return f"{LOCAL_PREFIX}.{func.value}"
         qualified = self.names.qualified_name(func)
         if qualified is not None:
-            project = self.interpreter.project_class(qualified)
+            project = self.interpreter.cross_file.project_class(qualified)
             if project is not None:
                 return project
         if qualified and qualified.rsplit(".", 1)[-1][:1].isupper():
@@ -251,7 +251,7 @@ class Evaluator:
         func = node.func
         qualified = self.names.qualified_name(func)
         if qualified is not None:
-            followed = self.interpreter.project_call(qualified, node, frame)
+            followed = self.interpreter.cross_file.project_call(qualified, node, frame)
             if followed is not None:
                 return followed
             return self.torch_calls.qualified_call(qualified, node, frame)

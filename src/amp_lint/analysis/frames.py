@@ -13,6 +13,9 @@ from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.regions import AutocastRegion
 from amp_lint.analysis.values import Env, Value
 
+# Calls followed from a root, within a file and across files, before results turn unknown.
+MAX_CALL_DEPTH = 6
+
 
 @dataclass
 class Frame:

@@ -10,16 +10,16 @@ running under that autocast. Results are memoised, recursion is cut at MAX_CALL_
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Protocol
 
 import libcst as cst
 
 from amp_lint.analysis.calls import LOCAL_PREFIX, CallSite, ClassInfo, build_index
+from amp_lint.analysis.cross_file import CrossFileCalls, split_project_instance
 from amp_lint.analysis.dtypes import FLOAT32, OTHER, DType
 from amp_lint.analysis.entry_points import assumed_entry_points, decorator_regions
 from amp_lint.analysis.evaluator import Evaluator
-from amp_lint.analysis.frames import ExecutionContext, Frame
+from amp_lint.analysis.frames import MAX_CALL_DEPTH, ExecutionContext, Frame
 
 __all__ = ["ExecutionContext", "Interpreter", "run_interpreter"]
 from amp_lint.analysis.module import ModuleFacts
@@ -30,8 +30,6 @@ from amp_lint.analysis.project import (
     ClassAssumption,
     EntryContext,
     ProjectIndex,
-    ProjectTarget,
-    portable_region,
 )
 from amp_lint.analysis.regions import (
     AutocastRegion,
@@ -45,8 +43,6 @@ from amp_lint.analysis.semantics import (
 )
 from amp_lint.analysis.values import UNKNOWN_VALUE, Env, Value, join_values
 from amp_lint.rules.base import Report, Rule
-
-MAX_CALL_DEPTH = 6
 
 MemoKey = tuple[int, tuple[DType, ...], tuple[tuple[str | None, str | None, bool | None], ...]]
 
@@ -72,6 +68,7 @@ class Interpreter:
         self.outgoing: dict[tuple[object, ...], EntryContext] = {}
         # Other linted files whose code decided a value here (what their functions return).
         self.dependencies: set[str] = set()
+        self.cross_file = CrossFileCalls(self)
         self.index = build_index(facts.module, facts.names)
         self.accelerate = accelerate_settings(facts.module, facts.names)
         self.evaluator = Evaluator(self)
@@ -105,10 +102,10 @@ class Interpreter:
             for function, region, why in roots:
                 self.run_root(function, (region,), why)
         for assumption in assumptions:
-            for function in self._assumed_methods(assumption):
+            for function in self.cross_file.assumed_methods(assumption):
                 self.run_root(function, (assumption.region,), assumption.why)
         for entry in entries:
-            self.run_entry(entry)
+            self.cross_file.run_entry(entry)
         return list(self.reports.values())
 
     def run_root(
@@ -120,7 +117,7 @@ class Interpreter:
         )
         if owner is not None:
             frame.env.set("self", Value(OTHER, instance_of=f"{LOCAL_PREFIX}.{owner.name}"))
-        self._exec_suite(function.body, frame)
+        self.exec_suite(function.body, frame)
 
     def run_module_body(self, *, report: bool = True) -> None:
         """Execute the module's top level, binding its names (`proj = nn.Linear(8, 8)`);
@@ -130,116 +127,6 @@ class Interpreter:
             self.rules_by_type = {}
         self.exec_block(self.facts.module.body, Frame(env=self.module_env, regions=()))
         self.rules_by_type = rules_by_type
-
-    def run_entry(self, entry: EntryContext) -> None:
-        """Analyse the function another file called, with that call's context."""
-        function, owner = self._entry_function(entry.target)
-        if function is None:
-            self._forward_entry(entry)
-            return
-        regions = entry.regions + decorator_regions(function, self.facts.names, self.accelerate)
-        frame = self._entry_frame(entry, function, owner, regions)
-        self._exec_suite(function.body, frame)
-
-    def _entry_frame(
-        self,
-        entry: EntryContext,
-        function: cst.FunctionDef,
-        owner: ClassInfo | None,
-        regions: tuple[AutocastRegion, ...],
-    ) -> Frame:
-        frame = Frame(
-            env=Env(),
-            regions=regions,
-            chain=entry.chain,
-            function=function,
-            self_class=owner,
-            assumption=entry.assumption,
-            depth=entry.depth,
-        )
-        if owner is not None:
-            frame.env.set("self", Value(OTHER, instance_of=f"{LOCAL_PREFIX}.{owner.name}"))
-        positional = [Value(dtype) for dtype in entry.positional]
-        keywords = {name: Value(dtype) for name, dtype in entry.keywords}
-        self._bind_values(function, positional, keywords, frame, skip_self=owner is not None)
-        return frame
-
-    def _entry_function(self, target: str) -> tuple[cst.FunctionDef | None, ClassInfo | None]:
-        class_name, _, method = target.partition(".")
-        if not method:
-            return self.index.functions.get(target), None
-        info = self.index.classes.get(class_name)
-        if info is None:
-            return None, None
-        found = self._find_method(info, method)
-        if found is None and method == "__call__":
-            found = self._find_method(info, "forward")
-        return found, (self.index.owner.get(id(found)) if found is not None else None)
-
-    def _forward_entry(self, entry: EntryContext) -> None:
-        forwarded = self._reexported(entry)
-        if forwarded is not None:
-            self.outgoing.setdefault(forwarded.key, forwarded)
-
-    def _reexported(self, entry: EntryContext) -> EntryContext | None:
-        """The entry, sent on to where its target is defined: it is imported here from
-        another linted file (`from .attn import Attention` in a package's `__init__.py`), or
-        inherited from a class defined there."""
-        if self.project is None:
-            return None
-        head, _, rest = entry.target.partition(".")
-        qualified = self.facts.names.bindings.get(head)
-        info = self.index.classes.get(head)
-        if qualified is None and info is not None:
-            # A method inherited from a base class defined in another linted file.
-            qualified = next(
-                (b for b in info.base_names if self._project_target(b) is not None), None
-            )
-        if qualified is None:
-            return None
-        target = self._project_target(qualified)
-        if target is None or target.path == self.facts.path:
-            return None
-        name = f"{target.attribute}.{rest}" if rest else target.attribute
-        return EntryContext(
-            target.path,
-            name,
-            entry.regions,
-            entry.positional,
-            entry.keywords,
-            entry.chain,
-            entry.assumption,
-            entry.depth,
-        )
-
-    def _assumed_methods(self, assumption: ClassAssumption) -> list[cst.FunctionDef]:
-        found = []
-        for info in self.index.classes.values():
-            if not self._matches_class(info, assumption.class_names):
-                continue
-            for method in assumption.methods:
-                function = self._find_method(info, method)
-                if function is not None and self.index.owner.get(id(function)) is info:
-                    found.append(function)
-        return found
-
-    def _matches_class(self, info: ClassInfo, names: tuple[str, ...]) -> bool:
-        seen: set[str] = set()
-        pending = [info]
-        while pending:
-            current = pending.pop()
-            if current.name in seen:
-                continue
-            seen.add(current.name)
-            if current.name in names:
-                return True
-            for base in current.base_names:
-                if base.rsplit(".", 1)[-1] in names:
-                    return True
-                local = self.index.classes.get(base)
-                if local is not None:
-                    pending.append(local)
-        return False
 
     # --- statements ------------------------------------------------------------------------
 
@@ -266,9 +153,9 @@ class Interpreter:
         elif isinstance(statement, cst.BaseCompoundStatement):
             for child in child_nodes(statement):
                 if isinstance(child, cst.BaseSuite):
-                    self._exec_suite(child, frame)
+                    self.exec_suite(child, frame)
 
-    def _exec_suite(self, suite: cst.BaseSuite, frame: Frame) -> None:
+    def exec_suite(self, suite: cst.BaseSuite, frame: Frame) -> None:
         if isinstance(suite, cst.IndentedBlock):
             self.exec_block(suite.body, frame)
         elif isinstance(suite, cst.SimpleStatementSuite):
@@ -307,13 +194,13 @@ class Interpreter:
         self._dispatch(statement.test, statement, frame)
         before = frame.env
         frame.env = before.copy()
-        self._exec_suite(statement.body, frame)
+        self.exec_suite(statement.body, frame)
         after_body = frame.env
         frame.env = before.copy()
         if isinstance(statement.orelse, cst.If):
             self.exec_statement(statement.orelse, frame)
         elif isinstance(statement.orelse, cst.Else):
-            self._exec_suite(statement.orelse.body, frame)
+            self.exec_suite(statement.orelse.body, frame)
         frame.env = after_body.merge(frame.env)
 
     def _exec_loop(self, statement: cst.For | cst.While, frame: Frame) -> None:
@@ -326,9 +213,9 @@ class Interpreter:
         frame.env = before.copy()
         if isinstance(statement, cst.For):
             self._bind(statement.target, UNKNOWN_VALUE, None, frame)
-        self._exec_suite(statement.body, frame)
+        self.exec_suite(statement.body, frame)
         if statement.orelse is not None:
-            self._exec_suite(statement.orelse.body, frame)
+            self.exec_suite(statement.orelse.body, frame)
         frame.env = before.merge(frame.env)
 
     def _exec_with(self, statement: cst.With, frame: Frame) -> None:
@@ -342,7 +229,7 @@ class Interpreter:
                 self._bind(item.asname.name, value, None, frame)
         saved = frame.regions
         frame.regions = saved + tuple(entered)
-        self._exec_suite(statement.body, frame)
+        self.exec_suite(statement.body, frame)
         frame.regions = saved
 
     def _context_value(self, node: cst.BaseExpression, frame: Frame) -> Value:
@@ -356,13 +243,13 @@ class Interpreter:
         return self.evaluator.evaluate(node, frame)
 
     def _exec_try(self, statement: cst.Try, frame: Frame) -> None:
-        self._exec_suite(statement.body, frame)
+        self.exec_suite(statement.body, frame)
         for handler in statement.handlers:
-            self._exec_suite(handler.body, frame)
+            self.exec_suite(handler.body, frame)
         if statement.orelse is not None:
-            self._exec_suite(statement.orelse.body, frame)
+            self.exec_suite(statement.orelse.body, frame)
         if statement.finalbody is not None:
-            self._exec_suite(statement.finalbody.body, frame)
+            self.exec_suite(statement.finalbody.body, frame)
 
     def _bind(
         self,
@@ -434,9 +321,9 @@ class Interpreter:
             self._bind_arguments(function, call, arguments, callee, skip_self=owner is not None)
             return callee
 
-        return self._run_memoised(key, function, frame)
+        return self.run_memoised(key, function, frame)
 
-    def _run_memoised(
+    def run_memoised(
         self, key: MemoKey, function: cst.FunctionDef, make_frame: Callable[[], Frame]
     ) -> Value:
         """The function's joined return value in the frame's context; each context once,
@@ -447,105 +334,11 @@ class Interpreter:
             return UNKNOWN_VALUE
         self.in_progress.add(key)
         frame = make_frame()
-        self._exec_suite(function.body, frame)
+        self.exec_suite(function.body, frame)
         result = _join_all(frame.returns)
         self.in_progress.discard(key)
         self.memo[key] = result
         return result
-
-    def _project_target(self, qualified: str) -> ProjectTarget | None:
-        if self.project is None:
-            return None
-        return self.project.resolve(qualified, self.facts.path)
-
-    def project_call(self, qualified: str, call: cst.Call, frame: Frame) -> Value | None:
-        """A call of something imported from another linted file, or None when `qualified`
-        is not one: a class gives an instance, a function is followed there."""
-        target = self._project_target(qualified)
-        if target is None:
-            return None
-        if target.looks_like_class:
-            for arg in call.args:
-                self.evaluator.evaluate(arg.value, frame)
-            return Value(OTHER, instance_of=project_instance(target))
-        return self.call_external(target.path, target.attribute, call, frame)
-
-    def project_class(self, qualified: str) -> str | None:
-        """`instance_of` for an instance of a class imported from another linted file."""
-        target = self._project_target(qualified)
-        if target is None or not target.looks_like_class:
-            return None
-        return project_instance(target)
-
-    def call_external(self, path: str, target: str, call: cst.Call, caller: Frame) -> Value:
-        """Record the call for the other file's analysis, and learn what it returns."""
-        if path == self.facts.path:
-            return UNKNOWN_VALUE
-        arguments = [self.evaluator.evaluate(arg.value, caller) for arg in call.args]
-        worth_following = caller.active_region is not None or any(
-            a.dtype.is_half for a in arguments
-        )
-        if not worth_following or caller.depth >= MAX_CALL_DEPTH:
-            return UNKNOWN_VALUE
-        positional: tuple[DType, ...] = ()
-        keywords: tuple[tuple[str, DType], ...] = ()
-        if not any(arg.star for arg in call.args):
-            positional = tuple(v.dtype for a, v in zip(call.args, arguments) if a.keyword is None)
-            keywords = tuple(
-                (a.keyword.value, v.dtype)
-                for a, v in zip(call.args, arguments)
-                if a.keyword is not None
-            )
-        here = CallSite(self.facts.path, call, self.facts.line_of)
-        entry = EntryContext(
-            path,
-            target,
-            tuple(portable_region(r) for r in caller.regions),
-            positional,
-            keywords,
-            tuple(str(step) for step in (*caller.chain, here)),
-            caller.assumption,
-            caller.depth + 1,
-        )
-        self.outgoing.setdefault(entry.key, entry)
-        return self._external_result(entry)
-
-    def _external_result(self, entry: EntryContext) -> Value:
-        """What the other file's function returns in this context (its dtype and constant;
-        objects of its classes mean nothing here). The other file's findings come from its
-        own analysis of the entry, in a later round."""
-        result = self._result_in(entry.path, entry)
-        return Value(result.dtype, constant=result.constant)
-
-    def _result_in(self, path: str, entry: EntryContext) -> Value:
-        callee = self.loader.interpreter_for(path) if self.loader is not None else None
-        if callee is None:
-            return UNKNOWN_VALUE
-        result = callee.result_of(entry)
-        # The cache must drop this file's results when any of those files changes.
-        self.dependencies.add(path)
-        self.dependencies.update(callee.dependencies)
-        return result
-
-    def result_of(self, entry: EntryContext) -> Value:
-        """The joined return value of the entry's function, memoised like local calls."""
-        if entry.depth > MAX_CALL_DEPTH:
-            return UNKNOWN_VALUE
-        function, owner = self._entry_function(entry.target)
-        if function is None:
-            forwarded = self._reexported(entry)
-            if forwarded is None:
-                return UNKNOWN_VALUE
-            return self._result_in(forwarded.path, replace(forwarded, depth=entry.depth + 1))
-        regions = entry.regions + decorator_regions(function, self.facts.names, self.accelerate)
-        key: MemoKey = (
-            id(function),
-            entry.positional + tuple(dtype for _, dtype in entry.keywords),
-            tuple(r.key for r in regions),
-        )
-        return self._run_memoised(
-            key, function, lambda: self._entry_frame(entry, function, owner, regions)
-        )
 
     def call_instance(self, callee: Value, call: cst.Call, frame: Frame) -> Value:
         """`module(x)`: runs the class's forward, or the op of a known torch.nn module."""
@@ -554,10 +347,10 @@ class Interpreter:
             return UNKNOWN_VALUE
         if instance.startswith(PROJECT_PREFIX):
             path, class_name = split_project_instance(instance)
-            return self.call_external(path, f"{class_name}.__call__", call, frame)
+            return self.cross_file.call_external(path, f"{class_name}.__call__", call, frame)
         local = self.index.class_for_qualified(instance)
         if local is not None:
-            forward = self._find_method(local, "forward")
+            forward = self.find_method(local, "forward")
             if forward is None:
                 return UNKNOWN_VALUE
             return self.call_function(forward, call, frame, bound_self=callee)
@@ -573,23 +366,23 @@ class Interpreter:
 
     def call_method(self, receiver: Value, method: str, call: cst.Call, frame: Frame) -> Value:
         local = self.index.class_for_qualified(receiver.instance_of)
-        overridden = local is not None and self._find_method(local, method) is not None
+        overridden = local is not None and self.find_method(local, method) is not None
         if not overridden and returns_same_module(method, call):
             return receiver  # `model = Net().to(device)` is still a Net
         instance = receiver.instance_of or ""
         if local is None and instance.startswith(PROJECT_PREFIX):
             path, class_name = split_project_instance(instance)
-            return self.call_external(path, f"{class_name}.{method}", call, frame)
+            return self.cross_file.call_external(path, f"{class_name}.{method}", call, frame)
         if local is None:
             return (
                 self.call_instance(receiver, call, frame) if method == "forward" else UNKNOWN_VALUE
             )
-        function = self._find_method(local, method)
+        function = self.find_method(local, method)
         if function is None:
             return UNKNOWN_VALUE
         return self.call_function(function, call, frame, bound_self=receiver)
 
-    def _find_method(self, info: ClassInfo, method: str) -> cst.FunctionDef | None:
+    def find_method(self, info: ClassInfo, method: str) -> cst.FunctionDef | None:
         seen: set[str] = set()
         current: ClassInfo | None = info
         while current is not None and current.name not in seen:
@@ -617,9 +410,9 @@ class Interpreter:
             for arg, value in zip(call.args, arguments)
             if arg.keyword is not None
         }
-        self._bind_values(function, positional, by_keyword, frame, skip_self=skip_self)
+        self.bind_values(function, positional, by_keyword, frame, skip_self=skip_self)
 
-    def _bind_values(
+    def bind_values(
         self,
         function: cst.FunctionDef,
         positional: list[Value],
@@ -670,15 +463,6 @@ def _unpacked(
         if receiver.is_known_tensor:
             return [Value(receiver)] * count
     return [UNKNOWN_VALUE] * count
-
-
-def project_instance(target: ProjectTarget) -> str:
-    return f"{PROJECT_PREFIX}{target.path}:{target.attribute}"
-
-
-def split_project_instance(instance: str) -> tuple[str, str]:
-    path, _, class_name = instance[len(PROJECT_PREFIX) :].rpartition(":")
-    return path, class_name
 
 
 def run_interpreter(facts: ModuleFacts, rules: list[Rule]) -> list[tuple[Rule, Report]]:

@@ -1,0 +1,257 @@
+"""The interpreter's calls across files: entering a file from another one's call
+(EntryContext), following a call into another linted file, evaluating what it returns there,
+re-exports through a package's `__init__.py`, and the framework methods (ClassAssumption)
+run under autocast. One CrossFileCalls per Interpreter; it executes through that
+interpreter, which keeps the state (memo, outgoing entries, dependencies)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from amp_lint.analysis.autocast_region import AutocastRegion
+from amp_lint.analysis.calls import LOCAL_PREFIX, CallSite, ClassInfo
+from amp_lint.analysis.dtypes import OTHER, DType
+from amp_lint.analysis.entry_points import decorator_regions
+from amp_lint.analysis.frames import MAX_CALL_DEPTH, Frame
+from amp_lint.analysis.project import (
+    PROJECT_PREFIX,
+    ClassAssumption,
+    EntryContext,
+    ProjectTarget,
+    portable_region,
+)
+from amp_lint.analysis.values import UNKNOWN_VALUE, Env, Value
+
+if TYPE_CHECKING:
+    from amp_lint.analysis.interpreter import Interpreter, MemoKey
+
+
+class CrossFileCalls:
+    def __init__(self, interpreter: Interpreter) -> None:
+        self.interpreter = interpreter
+
+    def run_entry(self, entry: EntryContext) -> None:
+        """Analyse the function another file called, with that call's context."""
+        function, owner = self._entry_function(entry.target)
+        if function is None:
+            self._forward_entry(entry)
+            return
+        regions = entry.regions + decorator_regions(
+            function, self.interpreter.facts.names, self.interpreter.accelerate
+        )
+        frame = self._entry_frame(entry, function, owner, regions)
+        self.interpreter.exec_suite(function.body, frame)
+
+    def _entry_frame(
+        self,
+        entry: EntryContext,
+        function: cst.FunctionDef,
+        owner: ClassInfo | None,
+        regions: tuple[AutocastRegion, ...],
+    ) -> Frame:
+        frame = Frame(
+            env=Env(),
+            regions=regions,
+            chain=entry.chain,
+            function=function,
+            self_class=owner,
+            assumption=entry.assumption,
+            depth=entry.depth,
+        )
+        if owner is not None:
+            frame.env.set("self", Value(OTHER, instance_of=f"{LOCAL_PREFIX}.{owner.name}"))
+        positional = [Value(dtype) for dtype in entry.positional]
+        keywords = {name: Value(dtype) for name, dtype in entry.keywords}
+        self.interpreter.bind_values(
+            function, positional, keywords, frame, skip_self=owner is not None
+        )
+        return frame
+
+    def _entry_function(self, target: str) -> tuple[cst.FunctionDef | None, ClassInfo | None]:
+        class_name, _, method = target.partition(".")
+        if not method:
+            return self.interpreter.index.functions.get(target), None
+        info = self.interpreter.index.classes.get(class_name)
+        if info is None:
+            return None, None
+        found = self.interpreter.find_method(info, method)
+        if found is None and method == "__call__":
+            found = self.interpreter.find_method(info, "forward")
+        return found, (self.interpreter.index.owner.get(id(found)) if found is not None else None)
+
+    def _forward_entry(self, entry: EntryContext) -> None:
+        forwarded = self._reexported(entry)
+        if forwarded is not None:
+            self.interpreter.outgoing.setdefault(forwarded.key, forwarded)
+
+    def _reexported(self, entry: EntryContext) -> EntryContext | None:
+        """The entry, sent on to where its target is defined: it is imported here from
+        another linted file (`from .attn import Attention` in a package's `__init__.py`), or
+        inherited from a class defined there."""
+        if self.interpreter.project is None:
+            return None
+        head, _, rest = entry.target.partition(".")
+        qualified = self.interpreter.facts.names.bindings.get(head)
+        info = self.interpreter.index.classes.get(head)
+        if qualified is None and info is not None:
+            # A method inherited from a base class defined in another linted file.
+            qualified = next(
+                (b for b in info.base_names if self._project_target(b) is not None), None
+            )
+        if qualified is None:
+            return None
+        target = self._project_target(qualified)
+        if target is None or target.path == self.interpreter.facts.path:
+            return None
+        name = f"{target.attribute}.{rest}" if rest else target.attribute
+        return EntryContext(
+            target.path,
+            name,
+            entry.regions,
+            entry.positional,
+            entry.keywords,
+            entry.chain,
+            entry.assumption,
+            entry.depth,
+        )
+
+    def assumed_methods(self, assumption: ClassAssumption) -> list[cst.FunctionDef]:
+        found = []
+        for info in self.interpreter.index.classes.values():
+            if not self._matches_class(info, assumption.class_names):
+                continue
+            for method in assumption.methods:
+                function = self.interpreter.find_method(info, method)
+                if function is not None and self.interpreter.index.owner.get(id(function)) is info:
+                    found.append(function)
+        return found
+
+    def _matches_class(self, info: ClassInfo, names: tuple[str, ...]) -> bool:
+        seen: set[str] = set()
+        pending = [info]
+        while pending:
+            current = pending.pop()
+            if current.name in seen:
+                continue
+            seen.add(current.name)
+            if current.name in names:
+                return True
+            for base in current.base_names:
+                if base.rsplit(".", 1)[-1] in names:
+                    return True
+                local = self.interpreter.index.classes.get(base)
+                if local is not None:
+                    pending.append(local)
+        return False
+
+    def _project_target(self, qualified: str) -> ProjectTarget | None:
+        if self.interpreter.project is None:
+            return None
+        return self.interpreter.project.resolve(qualified, self.interpreter.facts.path)
+
+    def project_call(self, qualified: str, call: cst.Call, frame: Frame) -> Value | None:
+        """A call of something imported from another linted file, or None when `qualified`
+        is not one: a class gives an instance, a function is followed there."""
+        target = self._project_target(qualified)
+        if target is None:
+            return None
+        if target.looks_like_class:
+            for arg in call.args:
+                self.interpreter.evaluator.evaluate(arg.value, frame)
+            return Value(OTHER, instance_of=project_instance(target))
+        return self.call_external(target.path, target.attribute, call, frame)
+
+    def project_class(self, qualified: str) -> str | None:
+        """`instance_of` for an instance of a class imported from another linted file."""
+        target = self._project_target(qualified)
+        if target is None or not target.looks_like_class:
+            return None
+        return project_instance(target)
+
+    def call_external(self, path: str, target: str, call: cst.Call, caller: Frame) -> Value:
+        """Record the call for the other file's analysis, and learn what it returns."""
+        if path == self.interpreter.facts.path:
+            return UNKNOWN_VALUE
+        arguments = [self.interpreter.evaluator.evaluate(arg.value, caller) for arg in call.args]
+        worth_following = caller.active_region is not None or any(
+            a.dtype.is_half for a in arguments
+        )
+        if not worth_following or caller.depth >= MAX_CALL_DEPTH:
+            return UNKNOWN_VALUE
+        positional: tuple[DType, ...] = ()
+        keywords: tuple[tuple[str, DType], ...] = ()
+        if not any(arg.star for arg in call.args):
+            positional = tuple(v.dtype for a, v in zip(call.args, arguments) if a.keyword is None)
+            keywords = tuple(
+                (a.keyword.value, v.dtype)
+                for a, v in zip(call.args, arguments)
+                if a.keyword is not None
+            )
+        here = CallSite(self.interpreter.facts.path, call, self.interpreter.facts.line_of)
+        entry = EntryContext(
+            path,
+            target,
+            tuple(portable_region(r) for r in caller.regions),
+            positional,
+            keywords,
+            tuple(str(step) for step in (*caller.chain, here)),
+            caller.assumption,
+            caller.depth + 1,
+        )
+        self.interpreter.outgoing.setdefault(entry.key, entry)
+        return self._external_result(entry)
+
+    def _external_result(self, entry: EntryContext) -> Value:
+        """What the other file's function returns in this context (its dtype and constant;
+        objects of its classes mean nothing here). The other file's findings come from its
+        own analysis of the entry, in a later round."""
+        result = self._result_in(entry.path, entry)
+        return Value(result.dtype, constant=result.constant)
+
+    def _result_in(self, path: str, entry: EntryContext) -> Value:
+        callee = (
+            self.interpreter.loader.interpreter_for(path)
+            if self.interpreter.loader is not None
+            else None
+        )
+        if callee is None:
+            return UNKNOWN_VALUE
+        result = callee.cross_file.result_of(entry)
+        # The cache must drop this file's results when any of those files changes.
+        self.interpreter.dependencies.add(path)
+        self.interpreter.dependencies.update(callee.dependencies)
+        return result
+
+    def result_of(self, entry: EntryContext) -> Value:
+        """The joined return value of the entry's function, memoised like local calls."""
+        if entry.depth > MAX_CALL_DEPTH:
+            return UNKNOWN_VALUE
+        function, owner = self._entry_function(entry.target)
+        if function is None:
+            forwarded = self._reexported(entry)
+            if forwarded is None:
+                return UNKNOWN_VALUE
+            return self._result_in(forwarded.path, replace(forwarded, depth=entry.depth + 1))
+        regions = entry.regions + decorator_regions(
+            function, self.interpreter.facts.names, self.interpreter.accelerate
+        )
+        key: MemoKey = (
+            id(function),
+            entry.positional + tuple(dtype for _, dtype in entry.keywords),
+            tuple(r.key for r in regions),
+        )
+        return self.interpreter.run_memoised(
+            key, function, lambda: self._entry_frame(entry, function, owner, regions)
+        )
+
+
+def project_instance(target: ProjectTarget) -> str:
+    return f"{PROJECT_PREFIX}{target.path}:{target.attribute}"
+
+
+def split_project_instance(instance: str) -> tuple[str, str]:
+    path, _, class_name = instance[len(PROJECT_PREFIX) :].rpartition(":")
+    return path, class_name
