@@ -4,7 +4,6 @@ mypy's reveal_type works. These check facts; the rule fixtures check findings.""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
 
 import libcst as cst
 import pytest
@@ -15,28 +14,30 @@ from amp_lint.analysis.interpreter import run_interpreter
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import collect_names
 from amp_lint.config import Config
-from amp_lint.rules.base import Report, Rule
 
 
-class _Reveal(Rule):
-    """Records, for each `reveal(x)` call, x's dtype and the region it runs under."""
+class _Reveal:
+    """An observer recording, for each `reveal(x)` call, x's dtype (with " assumed" when it
+    rests on an assumption) and the region it runs under."""
 
     node_types = (cst.Call,)
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, str]] = []
 
-    def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
+    def observe(self, node: cst.CSTNode, ctx: ExecutionContext) -> None:
         assert isinstance(node, cst.Call)
         if isinstance(node.func, cst.Name) and node.func.value == "reveal":
+            ctx.accepts_assumptions = True
             region = ctx.region
             where = (
                 "none"
                 if region is None
                 else (f"{region.device}/{region.dtype}/{'on' if region.is_active else 'off'}")
             )
-            self.seen.append((ctx.dtype(node.args[0].value).describe(), where))
-        return iter(())
+            dtype = ctx.dtype(node.args[0].value)
+            described = dtype.describe() + (" assumed" if dtype.assumed else "")
+            self.seen.append((described, where))
 
 
 def reveal(source: str, config: Config | None = None) -> list[tuple[str, str]]:
@@ -336,5 +337,6 @@ def test_moving_a_module_to_a_device_keeps_what_it_is() -> None:
         """
     )
     assert seen[:2] == [("float16", "cuda/float16/on"), ("float16", "cuda/float16/on")]
-    # `.to(torch.float16)` changes the parameters: what the module returns is not claimed.
-    assert seen[2][0] == "unknown"
+    # `.to(torch.float16)` changes the parameters: what the module returns is not known, only
+    # assumed, as for any module amp-lint cannot see into.
+    assert seen[2][0] == "float16 assumed"

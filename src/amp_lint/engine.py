@@ -15,6 +15,7 @@ from typing import ClassVar
 import libcst as cst
 from libcst.metadata import CodeRange
 
+from amp_lint.analysis.frames import ExecutionContext
 from amp_lint.analysis.frameworks import configured_assumptions, framework_assumptions
 from amp_lint.analysis.interpreter import Interpreter
 from amp_lint.analysis.module import ModuleFacts
@@ -155,7 +156,8 @@ def _analyse_module(
     facts = ModuleFacts(path=path, module=module, names=collect_names(module), config=config)
     reports: list[tuple[Rule, Report]] = []
     loader = ProjectLoader.shared(context.project, config)
-    interpreter = Interpreter(facts, [r for r in rules if r.node_types], context.project, loader)
+    observers = [RuleObserver(rule) for rule in rules if rule.node_types]
+    interpreter = Interpreter(facts, observers, context.project, loader)
     assumptions = list(context.assumptions)
     found: list[ClassAssumption] = []
     for rule in rules:
@@ -169,7 +171,9 @@ def _analyse_module(
     if context.own_roots:
         found = framework_assumptions(facts, interpreter.accelerate, context.project)
         assumptions += configured_assumptions(config) + found
-    reports.extend(interpreter.run(context.entries, assumptions, own_roots=context.own_roots))
+    interpreter.run(context.entries, assumptions, own_roots=context.own_roots)
+    for observer in observers:
+        reports.extend((observer.rule, report) for report in observer.reports.values())
     findings = _to_findings(reports, facts.positions, path) if reports else []
     if honour_noqa and findings:
         noqa = NoqaMap(module.code)
@@ -177,6 +181,26 @@ def _analyse_module(
     return FileAnalysis(
         findings, list(interpreter.outgoing.values()), found, sorted(interpreter.dependencies)
     )
+
+
+class RuleObserver:
+    """A rule as the interpreter's observer: it sees only the evidence the rule accepts, and
+    each report gets the chain or assumption it rests on appended to its message. A node
+    reached in several contexts is reported once, from the first."""
+
+    def __init__(self, rule: Rule) -> None:
+        self.rule = rule
+        self.node_types = rule.node_types
+        self.reports: dict[int, Report] = {}
+
+    def observe(self, node: cst.CSTNode, ctx: ExecutionContext) -> None:
+        ctx.accepts_assumptions = self.rule.accepts_assumptions
+        ctx.assumptions_used = []
+        for report in self.rule.check_node(node, ctx):
+            if id(report.node) not in self.reports:
+                message = report.message + ctx.provenance()
+                self.reports[id(report.node)] = Report(report.node, message, report.fix)
+            ctx.assumptions_used = []
 
 
 class ProjectLoader:

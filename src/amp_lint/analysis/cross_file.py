@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from amp_lint.analysis.autocast_region import AutocastRegion
+from amp_lint.analysis.calling import Arguments, MemoKey
 from amp_lint.analysis.calls import LOCAL_PREFIX, CallSite, ClassInfo
-from amp_lint.analysis.dtypes import OTHER, DType
+from amp_lint.analysis.dtypes import OTHER
 from amp_lint.analysis.entry_points import decorator_regions
 from amp_lint.analysis.frames import MAX_CALL_DEPTH, Frame
 from amp_lint.analysis.project import (
@@ -26,7 +27,7 @@ from amp_lint.analysis.project import (
 from amp_lint.analysis.values import UNKNOWN_VALUE, Env, Value
 
 if TYPE_CHECKING:
-    from amp_lint.analysis.interpreter import Interpreter, MemoKey
+    from amp_lint.analysis.interpreter import Interpreter
 
 
 class CrossFileCalls:
@@ -63,10 +64,12 @@ class CrossFileCalls:
         )
         if owner is not None:
             frame.env.set("self", Value(OTHER, instance_of=f"{LOCAL_PREFIX}.{owner.name}"))
-        positional = [Value(dtype) for dtype in entry.positional]
-        keywords = {name: Value(dtype) for name, dtype in entry.keywords}
-        self.interpreter.bind_values(
-            function, positional, keywords, frame, skip_self=owner is not None
+        self.interpreter.calls.bind_values(
+            function,
+            list(entry.positional),
+            dict(entry.keywords),
+            frame,
+            skip_self=owner is not None,
         )
         return frame
 
@@ -152,17 +155,17 @@ class CrossFileCalls:
             return None
         return self.interpreter.project.resolve(qualified, self.interpreter.facts.path)
 
-    def project_call(self, qualified: str, call: cst.Call, frame: Frame) -> Value | None:
+    def project_call(
+        self, qualified: str, args: Arguments, call: cst.Call, frame: Frame
+    ) -> Value | None:
         """A call of something imported from another linted file, or None when `qualified`
         is not one: a class gives an instance, a function is followed there."""
         target = self._project_target(qualified)
         if target is None:
             return None
         if target.looks_like_class:
-            for arg in call.args:
-                self.interpreter.evaluator.evaluate(arg.value, frame)
             return Value(OTHER, instance_of=project_instance(target))
-        return self.call_external(target.path, target.attribute, call, frame)
+        return self.call_external(target.path, target.attribute, args, call, frame)
 
     def project_class(self, qualified: str) -> str | None:
         """`instance_of` for an instance of a class imported from another linted file."""
@@ -171,25 +174,22 @@ class CrossFileCalls:
             return None
         return project_instance(target)
 
-    def call_external(self, path: str, target: str, call: cst.Call, caller: Frame) -> Value:
+    def call_external(
+        self, path: str, target: str, args: Arguments, call: cst.Call, caller: Frame
+    ) -> Value:
         """Record the call for the other file's analysis, and learn what it returns."""
         if path == self.interpreter.facts.path:
             return UNKNOWN_VALUE
-        arguments = [self.interpreter.evaluator.evaluate(arg.value, caller) for arg in call.args]
         worth_following = caller.active_region is not None or any(
-            a.dtype.is_half for a in arguments
+            v.carries_half() for v in args.values
         )
         if not worth_following or caller.depth >= MAX_CALL_DEPTH:
             return UNKNOWN_VALUE
-        positional: tuple[DType, ...] = ()
-        keywords: tuple[tuple[str, DType], ...] = ()
-        if not any(arg.star for arg in call.args):
-            positional = tuple(v.dtype for a, v in zip(call.args, arguments) if a.keyword is None)
-            keywords = tuple(
-                (a.keyword.value, v.dtype)
-                for a, v in zip(call.args, arguments)
-                if a.keyword is not None
-            )
+        positional: tuple[Value, ...] = ()
+        keywords: tuple[tuple[str, Value], ...] = ()
+        if not args.starred:
+            positional = tuple(v.portable() for v in args.positional)
+            keywords = tuple((name, v.portable()) for name, v in args.keywords)
         here = CallSite(self.interpreter.facts.path, call, self.interpreter.facts.line_of)
         entry = EntryContext(
             path,
@@ -205,11 +205,10 @@ class CrossFileCalls:
         return self._external_result(entry)
 
     def _external_result(self, entry: EntryContext) -> Value:
-        """What the other file's function returns in this context (its dtype and constant;
-        objects of its classes mean nothing here). The other file's findings come from its
-        own analysis of the entry, in a later round."""
-        result = self._result_in(entry.path, entry)
-        return Value(result.dtype, constant=result.constant)
+        """What the other file's function returns in this context (dtypes, constants and
+        containers; objects of its classes mean nothing here). The other file's findings come
+        from its own analysis of the entry, in a later round."""
+        return self._result_in(entry.path, entry).portable()
 
     def _result_in(self, path: str, entry: EntryContext) -> Value:
         callee = (
@@ -238,20 +237,12 @@ class CrossFileCalls:
         regions = entry.regions + decorator_regions(
             function, self.interpreter.facts.names, self.interpreter.accelerate
         )
-        key: MemoKey = (
-            id(function),
-            entry.positional + tuple(dtype for _, dtype in entry.keywords),
-            tuple(r.key for r in regions),
-        )
-        return self.interpreter.run_memoised(
+        args = Arguments(entry.positional, entry.keywords)
+        key: MemoKey = (id(function), args.key(), tuple(r.key for r in regions))
+        return self.interpreter.calls.run_memoised(
             key, function, lambda: self._entry_frame(entry, function, owner, regions)
         )
 
 
 def project_instance(target: ProjectTarget) -> str:
     return f"{PROJECT_PREFIX}{target.path}:{target.attribute}"
-
-
-def split_project_instance(instance: str) -> tuple[str, str]:
-    path, _, class_name = instance[len(PROJECT_PREFIX) :].rpartition(":")
-    return path, class_name

@@ -1,13 +1,17 @@
 """The dtype lattice amp-lint reasons with, and PyTorch's type promotion over it.
 
 Honest by construction: anything not known is UNKNOWN, and UNKNOWN poisons promotion, so
-rules never claim a value is half unless every step that produced it says so.
+rules never claim a value is half unless every step that produced it says so. Between known
+and unknown sits *assumed*: a half dtype that rests on an assumption the analysis states
+(what an opaque model returns under autocast). It flows through promotion like a known
+dtype and stays marked, so each rule can decide whether an assumption is evidence enough
+and say so when it reports.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 
 class DTypeKind(enum.Enum):
@@ -30,6 +34,21 @@ class DType:
     kind: DTypeKind
     # For HALF: FLOAT16, BFLOAT16, or None when the autocast dtype is not known (maybe float16).
     precision: str | None = None
+    # The assumption a half dtype rests on, as a phrase for messages ("`model(x)` returns
+    # float16 ..."); None when PyTorch's own rules decide it. Only whether there is one takes
+    # part in equality, so memoisation does not multiply with the wording.
+    assumption: str | None = field(default=None, compare=False)
+    assumed: bool = False
+
+    def assuming(self, why: str) -> DType:
+        """This dtype, resting on `why` (only half dtypes carry assumptions)."""
+        if self.kind is not DTypeKind.HALF:
+            return self
+        return replace(self, assumption=why, assumed=True)
+
+    def known(self) -> DType:
+        """The dtype as far as it is known without assumptions."""
+        return UNKNOWN if self.assumed else self
 
     @property
     def is_half(self) -> bool:
@@ -122,8 +141,24 @@ _FLOAT_RANK = {DTypeKind.HALF: 1, DTypeKind.FLOAT32: 2, DTypeKind.FLOAT64: 3}
 def promote(dtypes: list[DType]) -> DType:
     """Result dtype of an elementwise op over these operands (torch.result_type rules).
 
-    Python scalars and non-tensors do not take part, as in PyTorch ("weak" scalars).
+    Python scalars and non-tensors do not take part, as in PyTorch ("weak" scalars). A half
+    result rests on the assumptions of its operands.
     """
+    return carry_assumption(_promote(dtypes), dtypes)
+
+
+def carry_assumption(result: DType, inputs: list[DType]) -> DType:
+    """`result`, marked with the first assumption among `inputs` when it is half: a result
+    computed from an assumed operand is only as certain as that operand."""
+    if not result.is_half or result.assumed:
+        return result
+    for dtype in inputs:
+        if dtype.assumed:
+            return result.assuming(dtype.assumption or "")
+    return result
+
+
+def _promote(dtypes: list[DType]) -> DType:
     tensors = [d for d in dtypes if d.kind not in (DTypeKind.SCALAR, DTypeKind.OTHER)]
     if not tensors:
         return SCALAR if dtypes else UNKNOWN
@@ -154,5 +189,6 @@ def join(a: DType, b: DType) -> DType:
     if a == b:
         return a
     if a.is_half and b.is_half:
-        return half(None)
+        precision = a.precision if a.precision == b.precision else None
+        return carry_assumption(half(precision), [a, b])
     return UNKNOWN

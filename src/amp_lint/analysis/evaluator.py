@@ -6,13 +6,16 @@ bodies under the caller's autocast region.
 
 from __future__ import annotations
 
+import builtins
 import math
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from amp_lint.analysis import semantics
+from amp_lint.analysis.calling import Arguments
 from amp_lint.analysis.calls import LOCAL_PREFIX
+from amp_lint.analysis.containers import Containers
 from amp_lint.analysis.dtypes import (
     BOOL,
     OTHER,
@@ -25,7 +28,7 @@ from amp_lint.analysis.names import dotted_name
 from amp_lint.analysis.outline import child_nodes
 from amp_lint.analysis.regions import region_from_call
 from amp_lint.analysis.torch_calls import TorchCalls
-from amp_lint.analysis.values import UNKNOWN_VALUE, Env, Value, join_values
+from amp_lint.analysis.values import UNKNOWN_VALUE, Value, join_values
 
 if TYPE_CHECKING:
     from amp_lint.analysis.interpreter import Interpreter
@@ -43,7 +46,9 @@ _FINFO = {
     ("torch.bfloat16", "max"): 3.3895313892515355e38,
 }
 _MATH_CONSTANTS = {"math.inf": math.inf, "math.pi": math.pi, "math.e": math.e}
-_PARAMETER_CLASSES = ("torch.nn.Parameter", "torch.nn.parameter.Parameter")
+_PYTHON_BUILTINS = frozenset(dir(builtins))
+# `torch.max(x, dim)` and friends return a named tuple.
+_TUPLE_FIELDS = {"values": 0, "indices": 1}
 _BINARY_OP_NAMES: dict[type[cst.BaseBinaryOp], str] = {
     cst.Add: "add",
     cst.Subtract: "sub",
@@ -62,6 +67,8 @@ class Evaluator:
         self.names = interpreter.facts.names
         self.index = interpreter.index
         self.torch_calls = TorchCalls(self)
+        self.containers = Containers(self)
+        self.calls = interpreter.calls
 
     def evaluate(self, node: cst.BaseExpression, frame: Frame) -> Value:
         cached = frame.cache.get(id(node))
@@ -98,11 +105,7 @@ class Evaluator:
         if isinstance(node, cst.Comparison):
             return self._comparison(node, frame)
         if isinstance(node, cst.Subscript):
-            base = self.evaluate(node.value, frame)
-            self._evaluate_children(node, frame)
-            kind = base.dtype.kind
-            keeps = base.dtype.is_known_tensor or kind is DTypeKind.SCALAR
-            return Value(base.dtype) if keeps else UNKNOWN_VALUE
+            return self.containers.subscript(node, self.evaluate(node.value, frame), frame)
         if isinstance(node, cst.IfExp):
             self.evaluate(node.test, frame)
             return join_values(self.evaluate(node.body, frame), self.evaluate(node.orelse, frame))
@@ -113,10 +116,34 @@ class Evaluator:
             return value
         if isinstance(node, cst.Await):
             return self.evaluate(node.expression, frame)
+        if isinstance(node, (cst.Tuple, cst.List, cst.Dict, cst.Set)):
+            return self.containers.literal(node, frame)
+        if isinstance(node, cst.BaseComp):
+            return self.containers.comprehension(node, frame)
         self._evaluate_children(node, frame)
-        if isinstance(node, (cst.Tuple, cst.List, cst.Dict, cst.Set, cst.BooleanOperation)):
+        if isinstance(node, cst.BooleanOperation):
             return Value(OTHER)
         return UNKNOWN_VALUE
+
+    def arguments(self, call: cst.Call, frame: Frame) -> Arguments:
+        """The values of a call's arguments."""
+        positional: list[Value] = []
+        keywords: list[tuple[str, Value]] = []
+        starred = False
+        for arg in call.args:
+            value = self.evaluate(arg.value, frame)
+            if arg.star:
+                starred = True
+            elif arg.keyword is not None:
+                keywords.append((arg.keyword.value, value))
+            else:
+                positional.append(value)
+        return Arguments(tuple(positional), tuple(keywords), starred)
+
+    def unpacked(
+        self, value: Value, node: cst.BaseExpression | None, count: int, frame: Frame
+    ) -> list[Value]:
+        return self.containers.unpacked(value, node, count, frame)
 
     def _evaluate_children(self, node: cst.CSTNode, frame: Frame) -> None:
         """Evaluate sub-expressions so that calls inside them are followed."""
@@ -157,11 +184,14 @@ class Evaluator:
             constant = self._finfo_constant(node.value, attribute)
             if constant is not None:
                 return Value(SCALAR, constant=constant)
-        if dotted is not None and dotted.startswith("self.") and dotted.count(".") == 1:
-            instance = self._self_attribute(dotted, frame)
-            if instance is not None:
-                return instance
         base = self.evaluate(node.value, frame)
+        owner = self.index.class_for_qualified(base.instance_of)
+        if owner is not None:
+            found = self.interpreter.instances.attribute(owner, attribute)
+            return found if found is not None else UNKNOWN_VALUE
+        if base.elements is not None and attribute in _TUPLE_FIELDS:
+            found = base.element(_TUPLE_FIELDS[attribute])  # `x.max(dim=1).values`
+            return found if found is not None else UNKNOWN_VALUE
         if attribute in semantics.SHAPE_ATTRIBUTES:
             return Value(base.dtype) if base.dtype.is_known_tensor else UNKNOWN_VALUE
         if attribute == "shape":
@@ -175,30 +205,6 @@ class Evaluator:
             return None
         dtype_name = self.names.qualified_name(call.args[0].value)
         return _FINFO.get((dtype_name or "", attribute))
-
-    def _self_attribute(self, dotted: str, frame: Frame) -> Value | None:
-        if frame.self_class is None:
-            return None
-        if dotted in frame.self_class.scalar_attributes:
-            return Value(SCALAR)
-        call = frame.self_class.attribute_calls.get(dotted)
-        if call is None:
-            return None
-        # `self.model = Net(dim).cuda()` is still a Net.
-        while (
-            isinstance(call.func, cst.Attribute)
-            and isinstance(call.func.value, cst.Call)
-            and semantics.returns_same_module(call.func.attr.value, call)
-        ):
-            call = call.func.value
-        region = region_from_call(call, self.names, self.interpreter.accelerate)
-        if region is not None:
-            return Value(OTHER, region=region)
-        if self.names.qualified_name(call.func) in _PARAMETER_CLASSES and call.args:
-            # nn.Parameter(torch.zeros(n)) is a tensor of its data's dtype; the data is built
-            # from factories and sizes, so a frame of its own is enough to evaluate it.
-            return Value(self.evaluate(call.args[0].value, Frame(env=Env(), regions=())).dtype)
-        return Value(OTHER, instance_of=self._class_name(call.func))
 
     def _class_name(self, func: cst.BaseExpression) -> str | None:
         if isinstance(func, cst.Name) and func.value in self.index.classes:
@@ -243,30 +249,33 @@ class Evaluator:
     # --- calls -----------------------------------------------------------------------------
 
     def _call(self, node: cst.Call, frame: Frame) -> Value:
-        for arg in node.args:
-            self.evaluate(arg.value, frame)
+        args = self.arguments(node, frame)
         region = region_from_call(node, self.names, self.interpreter.accelerate)
         if region is not None:
             return Value(OTHER, region=region)
         func = node.func
         qualified = self.names.qualified_name(func)
         if qualified is not None:
-            followed = self.interpreter.cross_file.project_call(qualified, node, frame)
+            followed = self.interpreter.cross_file.project_call(qualified, args, node, frame)
             if followed is not None:
                 return followed
+            if qualified in semantics.CONTAINER_MODULES:
+                return self._container_module(qualified, node, frame)
             return self.torch_calls.qualified_call(qualified, node, frame)
         if isinstance(func, cst.Name):
-            return self._name_call(func, node, frame)
+            return self._name_call(func, args, node, frame)
         if isinstance(func, cst.Attribute):
-            return self._method_call(func, node, frame)
-        callee = self.evaluate(func, frame)
-        return self.interpreter.call_instance(callee, node, frame)
+            return self._method_call(func, args, node, frame)
+        callee = self.evaluate(func, frame)  # `losses[name](...)`, `make()(x)`
+        found = self.calls.call_value(callee, args, node, frame)
+        return found if found is not None else self._opaque(callee, None, args, node, frame)
 
-    def _name_call(self, func: cst.Name, node: cst.Call, frame: Frame) -> Value:
+    def _name_call(self, func: cst.Name, args: Arguments, node: cst.Call, frame: Frame) -> Value:
         name = func.value
         callee = self._name(func, frame)
-        if callee.function is not None:
-            return self.interpreter.call_function(callee.function, node, frame)
+        found = self.calls.call_value(callee, args, node, frame)
+        if found is not None:
+            return found
         if name in self.index.classes:
             return Value(OTHER, instance_of=f"{LOCAL_PREFIX}.{name}")
         if name in ("float", "int", "abs") and node.args:
@@ -274,30 +283,49 @@ class Evaluator:
             return Value(SCALAR, constant=_builtin_number(name, inner.constant, node.args[0]))
         if name in ("len", "round"):
             return Value(SCALAR)
-        if callee.instance_of is not None:
-            return self.interpreter.call_instance(callee, node, frame)
-        return UNKNOWN_VALUE
+        if name not in self.names.bindings and frame.env.get(name) is None:
+            if name == "super":
+                return self._super(frame)
+            builtin = self.containers.builtin(name, node, frame)
+            if builtin is not None:
+                return builtin
+            if name in _PYTHON_BUILTINS:
+                return UNKNOWN_VALUE
+        return self._opaque(callee, name, args, node, frame)
 
-    def _method_call(self, func: cst.Attribute, node: cst.Call, frame: Frame) -> Value:
+    def _super(self, frame: Frame) -> Value:
+        """`super()`: the nearest base class, local or not, whose methods then run."""
+        info = frame.self_class
+        if info is None or not info.base_names:
+            return UNKNOWN_VALUE
+        local = self.index.classes.get(info.base_names[0])
+        return Value(OTHER, instance_of=local.qualified if local else info.base_names[0])
+
+    def _method_call(
+        self, func: cst.Attribute, args: Arguments, node: cst.Call, frame: Frame
+    ) -> Value:
         method = func.attr.value
         receiver_node = func.value
-        if (
-            isinstance(receiver_node, cst.Name)
-            and receiver_node.value == "self"
-            and frame.self_class is not None
-            and method in frame.self_class.methods
-        ):
-            return self.interpreter.call_function(
-                frame.self_class.methods[method], node, frame, bound_self=frame.env.get("self")
-            )
-        callee = self.evaluate(func, frame)
-        if callee.function is not None:
-            return self.interpreter.call_function(callee.function, node, frame)
-        if callee.instance_of is not None:
-            return self.interpreter.call_instance(callee, node, frame)  # self.fc(x)
         receiver = self.evaluate(receiver_node, frame)
+        if self._registers_buffer(receiver, method, node, frame):
+            return Value(OTHER)
+        callee = self.evaluate(func, frame)
+        found = self.calls.call_value(callee, args, node, frame)  # self.fc(x), self.helper(x)
+        if found is not None:
+            return found
         if receiver.instance_of is not None:
-            return self.interpreter.call_method(receiver, method, node, frame)
+            found = self.calls.call_method(receiver, method, args, node, frame)
+            if found is not None:
+                return found
+            if self.index.class_for_qualified(receiver.instance_of) is not None:
+                # `self.model(x)`: an attribute holding something amp-lint cannot see.
+                return self._opaque(callee, dotted_name(func), args, node, frame)
+            return UNKNOWN_VALUE
+        dict_value = self.containers.dict_method(method, receiver)
+        if dict_value is not None:
+            return dict_value
+        if method == "forward" and receiver.dtype.kind is DTypeKind.UNKNOWN:
+            return self._opaque(receiver, dotted_name(receiver_node), args, node, frame)
         value = self.torch_calls.tensor_method(method, receiver, node, frame)
         if method in semantics.CONVERSION_METHODS or method in ("to", "type", "type_as"):
             from_half = receiver.dtype if receiver.dtype.is_half else None
@@ -305,6 +333,52 @@ class Evaluator:
                 return Value(value.dtype, conversion=node, integer_from=from_half)
             return Value(value.dtype, conversion=node)
         return value
+
+    def _opaque(
+        self, callee: Value, name: str | None, args: Arguments, node: cst.Call, frame: Frame
+    ) -> Value:
+        """A call of something amp-lint knows nothing about (not a number, string or known
+        object): a model it cannot see, whose result under autocast may be assumed."""
+        if callee.dtype.kind is not DTypeKind.UNKNOWN and callee.instance_of is None:
+            return UNKNOWN_VALUE
+        return self.calls.opaque(node, name, args, frame)
+
+    def _registers_buffer(
+        self, receiver: Value, method: str, node: cst.Call, frame: Frame
+    ) -> bool:
+        """`self.register_buffer("mask", torch.zeros(n))` binds `self.mask`."""
+        if method not in ("register_buffer", "register_parameter") or len(node.args) < 2:
+            return False
+        if self.index.class_for_qualified(receiver.instance_of) is None:
+            return False
+        name = node.args[0].value
+        if not isinstance(name, cst.SimpleString) or not isinstance(name.evaluated_value, str):
+            return False
+        value = self.evaluate(node.args[1].value, frame)
+        frame.env.set(f"self.{name.evaluated_value}", Value(value.dtype, constant=value.constant))
+        return True
+
+    def _container_module(self, qualified: str, node: cst.Call, frame: Frame) -> Value:
+        """`nn.Sequential(a, b)`, `nn.ModuleList([...])`, `nn.ModuleDict({...})`: the
+        modules inside, to call in turn or to index and iterate."""
+        positional = [a for a in node.args if a.keyword is None]
+        if not positional:
+            return Value(OTHER, instance_of=qualified, elements=())
+        first = self.evaluate(positional[0].value, frame)
+        if qualified.endswith("Sequential"):
+            if len(positional) == 1 and positional[0].star:
+                return Value(OTHER, instance_of=qualified, each=first.iterated())
+            if any(a.star for a in positional):
+                return Value(OTHER, instance_of=qualified)
+            layers = tuple(self.evaluate(a.value, frame) for a in positional)
+            return Value(OTHER, instance_of=qualified, elements=layers)
+        return Value(
+            OTHER,
+            instance_of=qualified,
+            elements=first.elements,
+            keys=first.keys,
+            each=first.each,
+        )
 
 
 def _fold(op: str | None, left: float | None, right: float | None) -> float | None:

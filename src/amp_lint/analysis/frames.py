@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
@@ -44,7 +44,13 @@ class Frame:
 
 
 class ExecutionContext:
-    """What a rule sees at a node: the region it runs under and the values around it."""
+    """What an observer sees at a node: the region it runs under and the values around it.
+
+    Values resting on an assumption (an opaque model's output taken to be half) are shown
+    only to observers that set `accepts_assumptions`; to the others they are unknown. The
+    assumptions a value shown carried are collected in `assumptions_used`, so that what is
+    reported from it can say what it rests on.
+    """
 
     def __init__(
         self,
@@ -59,6 +65,8 @@ class ExecutionContext:
         # whose header holds the node.
         self.statement = statement
         self._evaluate = evaluate
+        self.accepts_assumptions = False
+        self.assumptions_used: list[str] = []
 
     @property
     def region(self) -> AutocastRegion | None:
@@ -73,7 +81,21 @@ class ExecutionContext:
         return self.frame.regions
 
     def value(self, node: cst.BaseExpression) -> Value:
-        return self._evaluate(node, self.frame)
+        return self._admit(self._evaluate(node, self.frame))
+
+    def _admit(self, value: Value) -> Value:
+        assumed = [d for d in (value.dtype, value.integer_from) if d is not None and d.assumed]
+        if not assumed:
+            return value
+        if not self.accepts_assumptions:
+            integer_from = value.integer_from
+            if integer_from is not None and integer_from.assumed:
+                integer_from = None
+            return replace(value, dtype=value.dtype.known(), integer_from=integer_from)
+        for dtype in assumed:
+            if dtype.assumption and dtype.assumption not in self.assumptions_used:
+                self.assumptions_used.append(dtype.assumption)
+        return value
 
     def dtype(self, node: cst.BaseExpression) -> DType:
         return self.value(node).dtype
@@ -85,9 +107,12 @@ class ExecutionContext:
         return self.facts.names.qualified_name(node)
 
     def provenance(self) -> str:
-        """ " (via a.py:12 → a.py:40)", or why the frame is assumed to run under autocast."""
+        """ " (via a.py:12 → a.py:40)", or why the frame is assumed to run under autocast,
+        and the assumptions about values that what was just reported rests on."""
+        parts = []
         if self.frame.chain:
-            return " (via " + " → ".join(str(site) for site in self.frame.chain) + ")"
-        if self.frame.assumption:
-            return f" ({self.frame.assumption})"
-        return ""
+            parts.append("via " + " → ".join(str(site) for site in self.frame.chain))
+        elif self.frame.assumption:
+            parts.append(self.frame.assumption)
+        parts.extend(f"assumes {why}" for why in self.assumptions_used)
+        return f" ({'; '.join(parts)})" if parts else ""

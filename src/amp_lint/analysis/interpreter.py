@@ -1,5 +1,5 @@
 """The dtype interpreter: executes each function abstractly, statement by statement, under
-the autocast regions that apply, and hands each node to the rules that asked for it.
+the autocast regions that apply, and hands each node to the observers that asked for it.
 
 Every function is analysed once on its own (unknown arguments, no region unless decorated),
 again for each distinct (argument dtypes, region) it is called with from inside a region,
@@ -9,42 +9,36 @@ running under that autocast. Results are memoised, recursion is cut at MAX_CALL_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
 from typing import Protocol
 
 import libcst as cst
 
-from amp_lint.analysis.calls import LOCAL_PREFIX, CallSite, ClassInfo, build_index
-from amp_lint.analysis.cross_file import CrossFileCalls, split_project_instance
-from amp_lint.analysis.dtypes import FLOAT32, OTHER, DType
+from amp_lint.analysis.calling import LocalCalls, is_activation_name
+from amp_lint.analysis.calls import ClassInfo, build_index
+from amp_lint.analysis.cross_file import CrossFileCalls
+from amp_lint.analysis.dtypes import OTHER
 from amp_lint.analysis.entry_points import assumed_entry_points, decorator_regions
 from amp_lint.analysis.evaluator import Evaluator
-from amp_lint.analysis.frames import MAX_CALL_DEPTH, ExecutionContext, Frame
-
-__all__ = ["ExecutionContext", "Interpreter", "run_interpreter"]
+from amp_lint.analysis.frames import ExecutionContext, Frame
+from amp_lint.analysis.instances import InstanceAttributes
+from amp_lint.analysis.losses import backpropagated_names
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import dotted_name
-from amp_lint.analysis.outline import child_nodes, statement_nodes
-from amp_lint.analysis.project import (
-    PROJECT_PREFIX,
-    ClassAssumption,
-    EntryContext,
-    ProjectIndex,
+from amp_lint.analysis.observers import NodeObserver
+from amp_lint.analysis.outline import (
+    calls_in,
+    child_nodes,
+    statement_nodes,
+    walk_function_statements,
 )
-from amp_lint.analysis.regions import (
-    AutocastRegion,
-    accelerate_settings,
-)
-from amp_lint.analysis.semantics import (
-    NN_MODULE_OPS,
-    PARAMETRIZED_MODULES,
-    op_result,
-    returns_same_module,
-)
-from amp_lint.analysis.values import UNKNOWN_VALUE, Env, Value, join_values
-from amp_lint.rules.base import Report, Rule
+from amp_lint.analysis.project import ClassAssumption, EntryContext, ProjectIndex
+from amp_lint.analysis.regions import AutocastRegion, accelerate_settings, region_from_call
+from amp_lint.analysis.values import UNKNOWN_VALUE, Env, Value
 
-MemoKey = tuple[int, tuple[DType, ...], tuple[tuple[str | None, str | None, bool | None], ...]]
+__all__ = ["ExecutionContext", "Interpreter", "run_interpreter"]
 
 
 class ModuleLoader(Protocol):
@@ -57,7 +51,7 @@ class Interpreter:
     def __init__(
         self,
         facts: ModuleFacts,
-        rules: list[Rule],
+        observers: Sequence[NodeObserver],
         project: ProjectIndex | None = None,
         loader: ModuleLoader | None = None,
     ) -> None:
@@ -71,15 +65,18 @@ class Interpreter:
         self.cross_file = CrossFileCalls(self)
         self.index = build_index(facts.module, facts.names)
         self.accelerate = accelerate_settings(facts.module, facts.names)
+        self.calls = LocalCalls(self)
+        self.instances = InstanceAttributes(self)
         self.evaluator = Evaluator(self)
         self.module_env = Env()
-        self.rules_by_type: dict[type[cst.CSTNode], list[Rule]] = {}
-        for rule in rules:
-            for node_type in rule.node_types:
-                self.rules_by_type.setdefault(node_type, []).append(rule)
-        self.reports: dict[tuple[str, int], tuple[Rule, Report]] = {}
-        self.memo: dict[MemoKey, Value] = {}
-        self.in_progress: set[MemoKey] = set()
+        self.observers_by_type: dict[type[cst.CSTNode], list[NodeObserver]] = {}
+        for observer in observers:
+            for node_type in observer.node_types:
+                self.observers_by_type.setdefault(node_type, []).append(observer)
+        self.defaults: dict[int, Value] = {}
+        self.region_openers: dict[int, bool] = {}
+        # Names a function passes to `.backward()` or `scaler.scale()`: losses, by function.
+        self.loss_names: dict[int, frozenset[str]] = {}
 
     # --- entry points ----------------------------------------------------------------------
 
@@ -89,7 +86,7 @@ class Interpreter:
         assumptions: Sequence[ClassAssumption] = (),
         *,
         own_roots: bool = True,
-    ) -> list[tuple[Rule, Report]]:
+    ) -> None:
         """Analyse the module from its own roots (its body, every function on its own, the
         functions assumed to run under autocast) unless `own_roots` is False, then from the
         entries other files' calls make and the methods frameworks run under autocast."""
@@ -106,27 +103,45 @@ class Interpreter:
                 self.run_root(function, (assumption.region,), assumption.why)
         for entry in entries:
             self.cross_file.run_entry(entry)
-        return list(self.reports.values())
 
     def run_root(
-        self, function: cst.FunctionDef, regions: tuple[AutocastRegion, ...], why: str | None
+        self,
+        function: cst.FunctionDef,
+        regions: tuple[AutocastRegion, ...],
+        why: str | None,
+        self_class: ClassInfo | None = None,
     ) -> None:
+        """Analyse a function with unknown arguments (parameters with defaults get them);
+        a method runs with `self` an instance of `self_class` (a subclass that inherits it)
+        or of the class defining it."""
         owner = self.index.owner.get(id(function))
+        self_class = self_class or owner
         frame = Frame(
-            env=Env(), regions=regions, self_class=owner, function=function, assumption=why
+            env=Env(), regions=regions, self_class=self_class, function=function, assumption=why
         )
-        if owner is not None:
-            frame.env.set("self", Value(OTHER, instance_of=f"{LOCAL_PREFIX}.{owner.name}"))
+        if self_class is not None:
+            frame.env.set("self", Value(OTHER, instance_of=self_class.qualified))
+        self.calls.bind_values(function, [], {}, frame, skip_self=owner is not None)
         self.exec_suite(function.body, frame)
 
     def run_module_body(self, *, report: bool = True) -> None:
         """Execute the module's top level, binding its names (`proj = nn.Linear(8, 8)`);
         without `report`, for its values only (its findings came from an earlier round)."""
-        rules_by_type = self.rules_by_type
-        if not report:
-            self.rules_by_type = {}
-        self.exec_block(self.facts.module.body, Frame(env=self.module_env, regions=()))
-        self.rules_by_type = rules_by_type
+        if report:
+            self.exec_block(self.facts.module.body, Frame(env=self.module_env, regions=()))
+            return
+        with self.observers_paused():
+            self.exec_block(self.facts.module.body, Frame(env=self.module_env, regions=()))
+
+    @contextmanager
+    def observers_paused(self) -> Iterator[None]:
+        """Execute for values only: nothing is handed to the observers meanwhile."""
+        observers_by_type = self.observers_by_type
+        self.observers_by_type = {}
+        try:
+            yield
+        finally:
+            self.observers_by_type = observers_by_type
 
     # --- statements ------------------------------------------------------------------------
 
@@ -212,7 +227,8 @@ class Interpreter:
         before = frame.env
         frame.env = before.copy()
         if isinstance(statement, cst.For):
-            self._bind(statement.target, UNKNOWN_VALUE, None, frame)
+            iterated = self.evaluator.evaluate(statement.iter, frame).iterated()
+            self._bind(statement.target, iterated or UNKNOWN_VALUE, None, frame)
         self.exec_suite(statement.body, frame)
         if statement.orelse is not None:
             self.exec_suite(statement.orelse.body, frame)
@@ -238,7 +254,8 @@ class Interpreter:
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
             function = self.index.functions.get(node.func.value)
             if function is not None and frame.env.get(node.func.value) is None:
-                value = self.call_function(function, node, frame, force=True)
+                args = self.evaluator.arguments(node, frame)
+                value = self.calls.call_function(function, args, node, frame, force=True)
                 frame.cache[id(node)] = value
         return self.evaluator.evaluate(node, frame)
 
@@ -251,6 +268,10 @@ class Interpreter:
         if statement.finalbody is not None:
             self.exec_suite(statement.finalbody.body, frame)
 
+    def bind_target(self, target: cst.BaseExpression, value: Value, frame: Frame) -> None:
+        """Bind an assignment, `for` or comprehension target to a value."""
+        self._bind(target, value, None, frame)
+
     def _bind(
         self,
         target: cst.BaseExpression,
@@ -259,211 +280,81 @@ class Interpreter:
         frame: Frame,
     ) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
-            parts = _unpacked(value_node, len(target.elements), self, frame)
+            parts = self.evaluator.unpacked(value, value_node, len(target.elements), frame)
             for element, part in zip(target.elements, parts):
                 self._bind(element.value, part, None, frame)
             return
         name = dotted_name(target)
-        if name is not None:
-            frame.env.set(name, value)
+        if name is None:
+            return
+        if value.dtype.assumed and not self._may_hold_activation(name, frame):
+            value = replace(value, dtype=value.dtype.known())
+        frame.env.set(name, value)
 
-    # --- rules -----------------------------------------------------------------------------
+    def _may_hold_activation(self, name: str, frame: Frame) -> bool:
+        """An assumed half value bound to `loss`, `metrics`, or a name later passed to
+        `.backward()` is no activation: the assumption does not hold for it."""
+        if not is_activation_name(name):
+            return False
+        function = frame.function
+        if function is None:
+            return True
+        names = self.loss_names.get(id(function))
+        if names is None:
+            names = backpropagated_names(function)
+            self.loss_names[id(function)] = names
+        return name not in names
+
+    # --- observers -------------------------------------------------------------------------
 
     def _dispatch(self, root: cst.CSTNode, statement: cst.CSTNode, frame: Frame) -> None:
-        if not self.rules_by_type:
+        if not self.observers_by_type:
             return
         context = ExecutionContext(self.facts, frame, statement, self.evaluator.evaluate)
         for node in statement_nodes(root):
-            for rule in self.rules_by_type.get(type(node), ()):
-                for report in rule.check_node(node, context):
-                    key = (rule.code, id(report.node))
-                    if key not in self.reports:
-                        message = report.message + context.provenance()
-                        self.reports[key] = (rule, Report(report.node, message, report.fix))
+            for observer in self.observers_by_type.get(type(node), ()):
+                observer.observe(node, context)
 
-    # --- calls -----------------------------------------------------------------------------
+    # --- facts the calls need ----------------------------------------------------------
 
-    def call_function(
-        self,
-        function: cst.FunctionDef,
-        call: cst.Call,
-        caller: Frame,
-        bound_self: Value | None = None,
-        *,
-        force: bool = False,
-    ) -> Value:
-        arguments = [self.evaluator.evaluate(arg.value, caller) for arg in call.args]
-        worth_following = (
-            force or caller.active_region is not None or any(a.dtype.is_half for a in arguments)
-        )
-        if not worth_following or caller.depth >= MAX_CALL_DEPTH:
-            return UNKNOWN_VALUE
-        regions = caller.regions + decorator_regions(function, self.facts.names, self.accelerate)
-        key: MemoKey = (
-            id(function),
-            tuple(a.dtype for a in arguments),
-            tuple(r.key for r in regions),
-        )
-        owner = self.index.owner.get(id(function))
+    def default_value(self, default: cst.BaseExpression) -> Value:
+        """A parameter's default, evaluated once at module level (`eps=1e-10`)."""
+        found = self.defaults.get(id(default))
+        if found is None:
+            found = self.evaluator.evaluate(default, Frame(env=self.module_env, regions=()))
+            self.defaults[id(default)] = found
+        return found
 
-        def frame() -> Frame:
-            callee = Frame(
-                env=Env(),
-                regions=regions,
-                chain=(*caller.chain, CallSite(self.facts.path, call, self.facts.line_of)),
-                function=function,
-                self_class=owner,
-                assumption=caller.assumption,
-                depth=caller.depth + 1,
+    def opens_region(self, function: cst.FunctionDef) -> bool:
+        """The function enters autocast itself (`with torch.autocast(...)` in its body), so
+        what it returns is worth knowing even when called from outside any region."""
+        found = self.region_openers.get(id(function))
+        if found is None:
+            found = any(
+                region_from_call(call, self.facts.names, self.accelerate) is not None
+                for statement in walk_function_statements(function)
+                if isinstance(statement, cst.With)
+                for item in statement.items
+                for call in calls_in(item.item)
             )
-            if bound_self is not None:
-                callee.env.set("self", bound_self)
-            self._bind_arguments(function, call, arguments, callee, skip_self=owner is not None)
-            return callee
+            self.region_openers[id(function)] = found
+        return found
 
-        return self.run_memoised(key, function, frame)
-
-    def run_memoised(
-        self, key: MemoKey, function: cst.FunctionDef, make_frame: Callable[[], Frame]
-    ) -> Value:
-        """The function's joined return value in the frame's context; each context once,
-        recursion cut (a call already in progress returns unknown)."""
-        if key in self.memo:
-            return self.memo[key]
-        if key in self.in_progress:
-            return UNKNOWN_VALUE
-        self.in_progress.add(key)
-        frame = make_frame()
-        self.exec_suite(function.body, frame)
-        result = _join_all(frame.returns)
-        self.in_progress.discard(key)
-        self.memo[key] = result
-        return result
-
-    def call_instance(self, callee: Value, call: cst.Call, frame: Frame) -> Value:
-        """`module(x)`: runs the class's forward, or the op of a known torch.nn module."""
-        instance = callee.instance_of
-        if instance is None:
-            return UNKNOWN_VALUE
-        if instance.startswith(PROJECT_PREFIX):
-            path, class_name = split_project_instance(instance)
-            return self.cross_file.call_external(path, f"{class_name}.__call__", call, frame)
-        local = self.index.class_for_qualified(instance)
-        if local is not None:
-            forward = self.find_method(local, "forward")
-            if forward is None:
-                return UNKNOWN_VALUE
-            return self.call_function(forward, call, frame, bound_self=callee)
-        module_class = instance.rsplit(".", 1)[-1]
-        if not instance.startswith("torch.nn.") or module_class not in NN_MODULE_OPS:
-            return UNKNOWN_VALUE
-        inputs = [self.evaluator.evaluate(arg.value, frame).dtype for arg in call.args[:1]]
-        region = frame.active_region
-        if region is None and module_class in PARAMETRIZED_MODULES:
-            # float32 weights outside autocast: only float32 input gives a defined result.
-            return Value(FLOAT32) if inputs == [FLOAT32] else UNKNOWN_VALUE
-        return Value(op_result(NN_MODULE_OPS[module_class], inputs, region))
-
-    def call_method(self, receiver: Value, method: str, call: cst.Call, frame: Frame) -> Value:
-        local = self.index.class_for_qualified(receiver.instance_of)
-        overridden = local is not None and self.find_method(local, method) is not None
-        if not overridden and returns_same_module(method, call):
-            return receiver  # `model = Net().to(device)` is still a Net
-        instance = receiver.instance_of or ""
-        if local is None and instance.startswith(PROJECT_PREFIX):
-            path, class_name = split_project_instance(instance)
-            return self.cross_file.call_external(path, f"{class_name}.{method}", call, frame)
-        if local is None:
-            return (
-                self.call_instance(receiver, call, frame) if method == "forward" else UNKNOWN_VALUE
-            )
-        function = self.find_method(local, method)
-        if function is None:
-            return UNKNOWN_VALUE
-        return self.call_function(function, call, frame, bound_self=receiver)
+    def method_resolution_order(self, info: ClassInfo) -> list[ClassInfo]:
+        """The class and its bases defined in this module, nearest first."""
+        order: list[ClassInfo] = []
+        pending = [info]
+        while pending:
+            current = pending.pop(0)
+            if any(seen is current for seen in order):
+                continue
+            order.append(current)
+            pending.extend(b for b in map(self.index.classes.get, current.base_names) if b)
+        return order
 
     def find_method(self, info: ClassInfo, method: str) -> cst.FunctionDef | None:
-        seen: set[str] = set()
-        current: ClassInfo | None = info
-        while current is not None and current.name not in seen:
-            seen.add(current.name)
-            if method in current.methods:
-                return current.methods[method]
-            bases = [self.index.classes.get(b) for b in current.base_names]
-            current = next((b for b in bases if b is not None), None)
-        return None
-
-    def _bind_arguments(
-        self,
-        function: cst.FunctionDef,
-        call: cst.Call,
-        arguments: list[Value],
-        frame: Frame,
-        *,
-        skip_self: bool,
-    ) -> None:
-        if any(arg.star for arg in call.args):
-            return  # *args / **kwargs: which parameter gets what is not known
-        positional = [value for arg, value in zip(call.args, arguments) if arg.keyword is None]
-        by_keyword = {
-            arg.keyword.value: value
-            for arg, value in zip(call.args, arguments)
-            if arg.keyword is not None
-        }
-        self.bind_values(function, positional, by_keyword, frame, skip_self=skip_self)
-
-    def bind_values(
-        self,
-        function: cst.FunctionDef,
-        positional: list[Value],
-        keywords: dict[str, Value],
-        frame: Frame,
-        *,
-        skip_self: bool,
-    ) -> None:
-        params = list(function.params.posonly_params) + list(function.params.params)
-        if skip_self and params and not _is_static(function):
-            params = params[1:]
-        for param, value in zip(params, positional):
-            frame.env.set(param.name.value, value)
-        for param in params + list(function.params.kwonly_params):
-            if param.name.value in keywords:
-                frame.env.set(param.name.value, keywords[param.name.value])
+        return self.calls.find_method(info, method)
 
 
-def _is_static(function: cst.FunctionDef) -> bool:
-    return any(
-        isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
-        for d in function.decorators
-    )
-
-
-def _join_all(values: list[Value]) -> Value:
-    if not values:
-        return Value(OTHER)
-    result = values[0]
-    for value in values[1:]:
-        result = join_values(result, value)
-    return result
-
-
-def _unpacked(
-    node: cst.BaseExpression | None, count: int, interpreter: Interpreter, frame: Frame
-) -> list[Value]:
-    """Values for `a, b = ...`: element-wise for tuple literals, the receiver's dtype for
-    `x.chunk(n)` and friends, unknown otherwise."""
-    if isinstance(node, (cst.Tuple, cst.List)) and len(node.elements) == count:
-        return [interpreter.evaluator.evaluate(e.value, frame) for e in node.elements]
-    if (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Attribute)
-        and node.func.attr.value in ("chunk", "split", "unbind", "tensor_split")
-    ):
-        receiver = interpreter.evaluator.evaluate(node.func.value, frame).dtype
-        if receiver.is_known_tensor:
-            return [Value(receiver)] * count
-    return [UNKNOWN_VALUE] * count
-
-
-def run_interpreter(facts: ModuleFacts, rules: list[Rule]) -> list[tuple[Rule, Report]]:
-    return Interpreter(facts, rules).run()
+def run_interpreter(facts: ModuleFacts, observers: Sequence[NodeObserver]) -> None:
+    Interpreter(facts, observers).run()

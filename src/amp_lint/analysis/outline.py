@@ -20,6 +20,22 @@ def walk_statements(module: cst.Module) -> Iterator[cst.BaseStatement]:
             stack.extend(reversed(list(_nested_statements(statement))))
 
 
+def walk_function_statements(function: cst.FunctionDef) -> Iterator[cst.BaseStatement]:
+    """The statements of a function's body, nested blocks included but not the bodies of
+    functions and classes defined inside it."""
+    body = function.body
+    stack: list[cst.BaseStatement] = (
+        list(reversed(body.body)) if isinstance(body, cst.IndentedBlock) else []
+    )
+    while stack:
+        statement = stack.pop()
+        yield statement
+        if isinstance(statement, cst.BaseCompoundStatement) and not isinstance(
+            statement, (cst.FunctionDef, cst.ClassDef)
+        ):
+            stack.extend(reversed(list(_nested_statements(statement))))
+
+
 def dotted_name(node: cst.BaseExpression) -> str | None:
     """`a.b.c` as "a.b.c"; None for anything that is not a plain name chain."""
     if isinstance(node, cst.Name):

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from amp_lint.analysis.autocast_region import AutocastRegion
-from amp_lint.analysis.dtypes import DType
+from amp_lint.analysis.values import Value
 
 # Instances of classes defined in other linted files: "project:<path>:<Class>".
 PROJECT_PREFIX = "project:"
@@ -127,8 +127,8 @@ class EntryContext:
     path: str
     target: str  # "attention", "Attention.__call__", "Attention.method"
     regions: tuple[AutocastRegion, ...]  # outermost first, without their syntax nodes
-    positional: tuple[DType, ...] = ()
-    keywords: tuple[tuple[str, DType], ...] = ()
+    positional: tuple[Value, ...] = ()  # portable values (Value.portable)
+    keywords: tuple[tuple[str, Value], ...] = ()
     chain: tuple[str, ...] = ()  # "train.py:88", one per call from the region
     assumption: str | None = None
     depth: int = 0

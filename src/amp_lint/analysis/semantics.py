@@ -169,6 +169,14 @@ NN_MODULE_OPS: dict[str, str] = {
     "Dropout": "dropout",
     "Identity": "identity",
 }
+# Modules holding other modules: called in turn (Sequential), indexed and iterated.
+CONTAINER_MODULES = frozenset(
+    "torch.nn." + name
+    for name in ("Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict")
+)
+# Modules whose output is their float32 weights looked up by index: no autocast list has
+# `embedding`, so they give float32 even under autocast (unless the model was cast to half).
+FLOAT32_OUTPUT_MODULES = frozenset(["Embedding", "EmbeddingBag"])
 # Modules with float32 parameters: outside autocast they need float32 input.
 PARAMETRIZED_MODULES = frozenset(
     [

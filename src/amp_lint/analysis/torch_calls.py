@@ -47,7 +47,7 @@ class TorchCalls:
         if method in semantics.SCALAR_METHODS:
             return Value(SCALAR)
         if method in semantics.NEW_FACTORIES:
-            explicit = self._dtype_keyword(node)
+            explicit = self._dtype_keyword(node, frame)
             return Value(explicit or dtype)
         if not (dtype.is_known_tensor or dtype.kind is DTypeKind.UNKNOWN):
             return UNKNOWN_VALUE
@@ -84,16 +84,17 @@ class TorchCalls:
             return base if base.is_known_tensor else UNKNOWN
         return None
 
-    def _dtype_keyword(self, node: cst.Call) -> DType | None:
+    def _dtype_keyword(self, node: cst.Call, frame: Frame) -> DType | None:
+        """The dtype `dtype=` names: `torch.float16`, or another tensor's `x.dtype`."""
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value == "dtype":
-                return dtype_from_torch_name(self.names.qualified_name(arg.value)) or UNKNOWN
+                return self._dtype_expression(arg.value, frame) or UNKNOWN
         return None
 
     def qualified_call(self, qualified: str, node: cst.Call, frame: Frame) -> Value:
         if qualified.startswith("math."):
             return Value(SCALAR)
-        explicit = self._dtype_keyword(node)
+        explicit = self._dtype_keyword(node, frame)
         name = qualified.rsplit(".", 1)[-1]
         positional = positional_arguments(node)
         if qualified.startswith("torch.") and name in semantics.LIKE_FACTORIES:
@@ -121,6 +122,13 @@ class TorchCalls:
                 else None
             )
             return Value(explicit or semantics.factory_dtype(name, fill))
+        if qualified in ("torch.tensor", "torch.as_tensor") and positional:
+            given = self.evaluator.evaluate(positional[0], frame)
+            if given.dtype.kind is DTypeKind.SCALAR:
+                # A 0-dimensional tensor: like a Python number, it does not promote the
+                # dimensioned tensors it meets (`x / torch.tensor(d)` keeps x's dtype).
+                return Value(SCALAR, constant=given.constant)
+            return Value(explicit or (given.dtype if given.dtype.is_known_tensor else UNKNOWN))
         if qualified in ("torch.tensor", "torch.as_tensor", "torch.arange"):
             return Value(explicit or UNKNOWN)
         if qualified in ("torch.where",) and len(positional) == 3:
@@ -129,6 +137,9 @@ class TorchCalls:
         if qualified in ("torch.cat", "torch.stack", "torch.concat") and positional:
             inputs = self._sequence_dtypes(positional[0], frame)
             return Value(semantics.op_result(name, inputs, frame.active_region))
+        if qualified in _PARAMETER_CLASSES and positional:
+            # nn.Parameter(torch.zeros(n)) is a tensor of its data's dtype.
+            return Value(self.evaluator.evaluate(positional[0], frame).dtype)
         if name[:1].isupper():
             return Value(OTHER, instance_of=qualified)
         op = semantics.op_name_for_function(qualified)
@@ -154,6 +165,9 @@ class TorchCalls:
                 if isinstance(element, cst.Element)
             ] or [UNKNOWN]
         return [UNKNOWN]
+
+
+_PARAMETER_CLASSES = ("torch.nn.Parameter", "torch.nn.parameter.Parameter")
 
 
 def _looks_like_device(node: cst.BaseExpression) -> bool:

@@ -1,13 +1,18 @@
-"""What the interpreter knows about a value: its dtype and a few facts rules ask about."""
+"""What the interpreter knows about a value: its dtype and a few facts rules ask about,
+including the values inside containers (tuples, lists, dicts, nn.Sequential/ModuleList)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-import libcst as cst
+from amp_lint.analysis.autocast_region import AutocastRegion
+from amp_lint.analysis.dtypes import OTHER, UNKNOWN, DType, join
 
-from amp_lint.analysis.dtypes import UNKNOWN, DType, join
-from amp_lint.analysis.regions import AutocastRegion
+if TYPE_CHECKING:
+    # Values that travel between processes (EntryContext) are portable: no syntax nodes,
+    # so loading them needs no libcst.
+    import libcst as cst
 
 
 @dataclass(frozen=True)
@@ -19,31 +24,136 @@ class Value:
     instance_of: str | None = None
     # A context manager object stored in a variable (`ctx = torch.autocast(...)`).
     region: AutocastRegion | None = None
-    # A function defined in the module (`def f` binds f).
+    # A function defined in the module (`def f` binds f), or a method of one of its
+    # classes bound to an instance (`self.loss_labels`), whose class is then `bound_to`.
     function: cst.FunctionDef | None = None
+    bound_to: str | None = None
     # `y = x.float()` / `x.to(...)`: the conversion call. `.float()` returns x itself when x
     # is already float32, so in-place writes into y may write into x.
     conversion: cst.Call | None = None
     # An integer tensor made from a half-precision float (`(coords * w).long()`): the dtype
     # its values were computed in, and the conversion call.
     integer_from: DType | None = None
+    # A container of known length (a tuple, list or dict literal, `nn.Sequential(a, b)`):
+    # its elements in order, and for a dict the constant key of each (None: not constant).
+    elements: tuple[Value, ...] | None = None
+    keys: tuple[str | int | None, ...] | None = None
+    # A container of unknown length whose elements are alike (`[f(x) for x in xs]`,
+    # `nn.ModuleList(Block() for _ in range(n))`): any one of them.
+    each: Value | None = None
+    # One of several callables (`losses[name]` over a dict of bound methods): calling the
+    # value calls each.
+    alternatives: tuple[Value, ...] = ()
+
+    def carries_half(self) -> bool:
+        """A half-precision tensor, or a container holding one."""
+        if self.dtype.is_half:
+            return True
+        inner = self.elements or ((self.each,) if self.each is not None else ())
+        return any(value.carries_half() for value in inner)
+
+    def element(self, key: str | int | None) -> Value | None:
+        """`self[key]`; None when nothing is known about the container's elements. An
+        unknown key gives any element."""
+        if self.elements is not None:
+            if self.keys is not None:
+                if key is not None and key in self.keys:
+                    return self.elements[self.keys.index(key)]
+            elif isinstance(key, int) and -len(self.elements) <= key < len(self.elements):
+                return self.elements[key]
+            return join_all(list(self.elements)) if self.elements else None
+        return self.each
+
+    def iterated(self) -> Value | None:
+        """The value a `for` loop over this container binds (a dict iterates its keys)."""
+        if self.keys is not None:
+            return Value(OTHER)
+        if self.elements is not None:
+            return join_all(list(self.elements)) if self.elements else None
+        return self.each
+
+    def portable(self) -> Value:
+        """What this value says in another module: dtypes, constants and containers, but no
+        syntax nodes or classes, which mean nothing there."""
+        return Value(
+            dtype=self.dtype,
+            constant=self.constant,
+            integer_from=self.integer_from,
+            elements=tuple(e.portable() for e in self.elements) if self.elements else None,
+            keys=self.keys if self.elements else None,
+            each=self.each.portable() if self.each is not None else None,
+        )
 
 
 UNKNOWN_VALUE = Value()
+# Alternatives kept before a join gives up on which callable runs.
+MAX_ALTERNATIVES = 8
 
 
 def join_values(a: Value, b: Value) -> Value:
     if a == b:
         return a
+    elements, keys = _join_elements(a, b)
     return Value(
         dtype=join(a.dtype, b.dtype),
         constant=a.constant if a.constant == b.constant else None,
         instance_of=a.instance_of if a.instance_of == b.instance_of else None,
         region=_join_regions(a.region, b.region),
         function=a.function if a.function is b.function else None,
+        bound_to=a.bound_to if a.bound_to == b.bound_to else None,
         conversion=a.conversion if a.conversion is b.conversion else None,
         integer_from=a.integer_from if a.integer_from == b.integer_from else None,
+        elements=elements,
+        keys=keys,
+        each=_join_each(a, b) if elements is None else None,
+        alternatives=_join_alternatives(a, b),
     )
+
+
+def join_all(values: list[Value]) -> Value:
+    result = values[0]
+    for value in values[1:]:
+        result = join_values(result, value)
+    return result
+
+
+def _join_elements(
+    a: Value, b: Value
+) -> tuple[tuple[Value, ...] | None, tuple[str | int | None, ...] | None]:
+    """Element-wise, when both paths built containers of the same shape."""
+    if a.elements is None or b.elements is None:
+        return None, None
+    if len(a.elements) != len(b.elements) or a.keys != b.keys:
+        return None, None
+    return tuple(join_values(x, y) for x, y in zip(a.elements, b.elements)), a.keys
+
+
+def _join_each(a: Value, b: Value) -> Value | None:
+    """Any element of either container, when both are containers."""
+    sides = [a.iterated(), b.iterated()]
+    if any(side is None for side in sides) or a.keys is not None or b.keys is not None:
+        return None
+    return join_values(*[side for side in sides if side is not None])
+
+
+def _callable(value: Value) -> bool:
+    return value.function is not None or value.instance_of is not None
+
+
+def _join_alternatives(a: Value, b: Value) -> tuple[Value, ...]:
+    """Two different callables meeting (`f = g if c else h`): keep both to call each."""
+    if (a.function is b.function and a.instance_of == b.instance_of) and not (
+        a.alternatives or b.alternatives
+    ):
+        return ()
+    options: list[Value] = []
+    for side in (a, b):
+        for option in side.alternatives or ((side,) if _callable(side) else ()):
+            if option not in options:
+                options.append(option)
+    if len(options) < 2 or len(options) > MAX_ALTERNATIVES:
+        return ()
+    return tuple(options)
 
 
 def _join_regions(a: AutocastRegion | None, b: AutocastRegion | None) -> AutocastRegion | None:

@@ -40,6 +40,10 @@ class Rule:
     known_limitations: ClassVar[str] = ""
     # Node types the dtype interpreter hands to check_node, with their execution context.
     node_types: ClassVar[tuple[type[cst.CSTNode], ...]] = ()
+    # Whether half dtypes that rest on an assumption (an opaque model's output under
+    # autocast) are evidence enough; the message then names the assumption. Otherwise such
+    # values look unknown to the rule.
+    accepts_assumptions: ClassVar[bool] = False
     # check_module runs only on sources containing one of these byte strings (empty: always).
     # Module-wide analyses cost more than the rest of the lint; most files cannot need them.
     vocabulary: ClassVar[tuple[bytes, ...]] = ()

@@ -1,0 +1,382 @@
+"""Calls the interpreter follows inside one module: its functions and methods, instances of
+its classes and of torch.nn modules, containers of layers (`nn.Sequential`), callables chosen
+at run time (`losses[name](...)`), and calls it cannot see into.
+
+A call it cannot see into (a model received as a parameter, built by a registry or a config)
+made under an enabled float16/bfloat16 region returns the region's dtype as an assumption:
+that is what autocast makes of a model whose last layer is a Linear, convolution or matmul.
+Results that are clearly not activations (losses, metrics, tokenizers, norms, embeddings) do
+not get it; everything else stays unknown. Such calls are also recorded, so that the project
+can analyse its own modules under the region (dispatch).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from amp_lint.analysis.autocast_region import AutocastRegion
+from amp_lint.analysis.calls import CallSite, ClassInfo
+from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16, FLOAT32, OTHER, DTypeKind
+from amp_lint.analysis.entry_points import decorator_regions
+from amp_lint.analysis.frames import MAX_CALL_DEPTH, Frame
+from amp_lint.analysis.project import PROJECT_PREFIX
+from amp_lint.analysis.semantics import (
+    FLOAT32_OUTPUT_MODULES,
+    NN_MODULE_OPS,
+    PARAMETRIZED_MODULES,
+    op_result,
+    returns_same_module,
+)
+from amp_lint.analysis.values import UNKNOWN_VALUE, Env, Value, join_all
+
+if TYPE_CHECKING:
+    from amp_lint.analysis.interpreter import Interpreter
+
+# (function, argument values, regions): each function runs once per distinct context.
+MemoKey = tuple[int, tuple[object, ...], tuple[tuple[str | None, str | None, bool | None], ...]]
+
+_SEQUENTIAL = ("torch.nn.Sequential", "torch.nn.modules.container.Sequential")
+# Words in a callee's or a variable's name that say its value is not an activation.
+_NOT_ACTIVATIONS = frozenset(
+    [
+        "loss",
+        "losses",
+        "criterion",
+        "criterions",
+        "crit",
+        "metric",
+        "metrics",
+        "tokenizer",
+        "tokenize",
+        "processor",
+        "evaluator",
+        "evaluate",
+        "accuracy",
+        "acc",
+        "norm",
+        "layernorm",
+        "groupnorm",
+        "rmsnorm",
+        "ln",
+        "softmax",
+        "embed",
+        "embeds",
+        "embedding",
+        "embeddings",
+        "sampler",
+        "loader",
+        "dataset",
+        "collate",
+        "collator",
+        "transform",
+        "transforms",
+        "augment",
+        "scaler",
+        "optimizer",
+        "scheduler",
+        "logger",
+        "writer",
+    ]
+)
+_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
+def is_activation_name(name: str) -> bool:
+    """False for `criterion`, `self.loss_fn`, `loss_dict`, `self.norm1`, `tokenizer`..."""
+    last = name.rsplit(".", 1)[-1]
+    return not any(word.lower() in _NOT_ACTIVATIONS for word in _WORDS.findall(last))
+
+
+@dataclass(frozen=True)
+class Arguments:
+    positional: tuple[Value, ...] = ()
+    keywords: tuple[tuple[str, Value], ...] = ()
+    # `*args` / `**kwargs` in the call: which parameter gets what is not known.
+    starred: bool = False
+
+    @property
+    def values(self) -> tuple[Value, ...]:
+        return self.positional + tuple(value for _, value in self.keywords)
+
+    def key(self) -> tuple[object, ...]:
+        """What tells two calls' analyses apart: dtypes, constants and containers."""
+        return (
+            tuple(_memo_value(v) for v in self.positional),
+            tuple((k, _memo_value(v)) for k, v in self.keywords),
+            self.starred,
+        )
+
+    def carries_tensor_data(self) -> bool:
+        """Some argument may be a tensor or hold tensors (not only numbers and strings)."""
+        return self.starred or any(
+            v.dtype.kind not in (DTypeKind.SCALAR, DTypeKind.OTHER)
+            or v.elements is not None
+            or v.each is not None
+            for v in self.values
+        )
+
+
+def _memo_value(value: Value) -> object:
+    return (value.portable(), value.instance_of)
+
+
+@dataclass(frozen=True)
+class OpaqueCall:
+    """A call made under an enabled region that amp-lint could not see into."""
+
+    region: AutocastRegion
+    site: CallSite
+    text: str
+
+
+class LocalCalls:
+    def __init__(self, interpreter: Interpreter) -> None:
+        self.interpreter = interpreter
+        self.index = interpreter.index
+        self.memo: dict[MemoKey, Value] = {}
+        self.in_progress: set[MemoKey] = set()
+        self.opaque_calls: list[OpaqueCall] = []
+
+    # --- calling a value -------------------------------------------------------------------
+
+    def call_value(
+        self, callee: Value, args: Arguments, site: cst.Call, frame: Frame
+    ) -> Value | None:
+        """What calling `callee` returns; None when nothing is known about what it is."""
+        if callee.alternatives:
+            results = [self.call_value(option, args, site, frame) for option in callee.alternatives]
+            return join_all([r if r is not None else UNKNOWN_VALUE for r in results])
+        if callee.function is not None:
+            bound = Value(OTHER, instance_of=callee.bound_to) if callee.bound_to else None
+            return self.call_function(callee.function, args, site, frame, bound_self=bound)
+        if callee.instance_of is not None:
+            return self.call_instance(callee, args, site, frame)
+        return None
+
+    def call_function(
+        self,
+        function: cst.FunctionDef,
+        args: Arguments,
+        site: cst.Call,
+        caller: Frame,
+        bound_self: Value | None = None,
+        *,
+        force: bool = False,
+    ) -> Value:
+        own_regions = decorator_regions(
+            function, self.interpreter.facts.names, self.interpreter.accelerate
+        )
+        worth_following = (
+            force
+            or caller.active_region is not None
+            or any(v.carries_half() for v in args.values)
+            or bool(own_regions)
+            or self.interpreter.opens_region(function)
+        )
+        if not worth_following or caller.depth >= MAX_CALL_DEPTH:
+            return UNKNOWN_VALUE
+        regions = caller.regions + own_regions
+        owner = self.index.owner.get(id(function))
+        key: MemoKey = (id(function), args.key(), tuple(r.key for r in regions))
+
+        def frame() -> Frame:
+            self_value = bound_self or caller.env.get("self") if owner is not None else None
+            callee = Frame(
+                env=Env(),
+                regions=regions,
+                chain=(*caller.chain, CallSite(self.interpreter.facts.path, site, self._line)),
+                function=function,
+                self_class=self._dynamic_class(self_value, owner),
+                assumption=caller.assumption,
+                depth=caller.depth + 1,
+            )
+            if owner is not None and self_value is not None:
+                callee.env.set("self", self_value)
+            self.bind_arguments(function, args, callee, skip_self=owner is not None)
+            return callee
+
+        return self.run_memoised(key, function, frame)
+
+    def _line(self, node: cst.CSTNode) -> int:
+        return self.interpreter.facts.line_of(node)
+
+    def _dynamic_class(self, self_value: Value | None, owner: ClassInfo | None) -> ClassInfo | None:
+        """The class `self` is an instance of, where it is a subclass of the method's owner:
+        `self._forward()` in a base class runs the subclass's override."""
+        if self_value is not None:
+            local = self.index.class_for_qualified(self_value.instance_of)
+            if local is not None:
+                return local
+        return owner
+
+    def run_memoised(
+        self, key: MemoKey, function: cst.FunctionDef, make_frame: Callable[[], Frame]
+    ) -> Value:
+        """The function's joined return value in the frame's context; each context once,
+        recursion cut (a call already in progress returns unknown)."""
+        if key in self.memo:
+            return self.memo[key]
+        if key in self.in_progress:
+            return UNKNOWN_VALUE
+        self.in_progress.add(key)
+        frame = make_frame()
+        self.interpreter.exec_suite(function.body, frame)
+        result = join_all(frame.returns) if frame.returns else Value(OTHER)
+        self.in_progress.discard(key)
+        self.memo[key] = result
+        return result
+
+    # --- instances and methods -------------------------------------------------------------
+
+    def call_instance(
+        self, callee: Value, args: Arguments, site: cst.Call, frame: Frame
+    ) -> Value | None:
+        """`module(x)`: the class's forward, the op of a known torch.nn module, the layers
+        of an `nn.Sequential` in turn; None for instances of classes amp-lint cannot see."""
+        instance = callee.instance_of
+        assert instance is not None
+        if instance.startswith(PROJECT_PREFIX):
+            path, class_name = split_project_instance(instance)
+            cross_file = self.interpreter.cross_file
+            return cross_file.call_external(path, f"{class_name}.__call__", args, site, frame)
+        local = self.index.class_for_qualified(instance)
+        if local is not None:
+            forward = self.find_method(local, "forward") or self.find_method(local, "__call__")
+            if forward is None:
+                return None  # its forward is inherited from a class amp-lint cannot see
+            return self.call_function(forward, args, site, frame, bound_self=callee)
+        if instance in _SEQUENTIAL:
+            return self._run_layers(callee, args, site, frame)
+        if not instance.startswith("torch.nn."):
+            return None
+        module_class = instance.rsplit(".", 1)[-1]
+        inputs = [v.dtype for v in args.positional[:1]]
+        if module_class in FLOAT32_OUTPUT_MODULES:
+            return Value(FLOAT32)  # float32 weights looked up, never autocast
+        if module_class not in NN_MODULE_OPS:
+            return UNKNOWN_VALUE
+        region = frame.active_region
+        if region is None and module_class in PARAMETRIZED_MODULES:
+            # float32 weights outside autocast: only float32 input gives a defined result.
+            return Value(FLOAT32) if inputs == [FLOAT32] else UNKNOWN_VALUE
+        return Value(op_result(NN_MODULE_OPS[module_class], inputs, region))
+
+    def _run_layers(self, sequence: Value, args: Arguments, site: cst.Call, frame: Frame) -> Value:
+        """`nn.Sequential(a, b, c)(x)` is `c(b(a(x)))`; alike layers of unknown number are
+        applied once."""
+        layers = sequence.elements if sequence.elements is not None else ()
+        if sequence.elements is None and sequence.each is not None:
+            layers = (sequence.each,)
+        if not layers:
+            return UNKNOWN_VALUE
+        value = args.positional[0] if args.positional else UNKNOWN_VALUE
+        for layer in layers:
+            result = self.call_value(layer, Arguments((value,)), site, frame)
+            value = result if result is not None else self.opaque(site, None, args, frame)
+        return value
+
+    def call_method(
+        self, receiver: Value, method: str, args: Arguments, site: cst.Call, frame: Frame
+    ) -> Value | None:
+        local = self.index.class_for_qualified(receiver.instance_of)
+        overridden = local is not None and self.find_method(local, method) is not None
+        if not overridden and returns_same_module(method, site):
+            return receiver  # `model = Net().to(device)` is still a Net
+        instance = receiver.instance_of or ""
+        if local is None and instance.startswith(PROJECT_PREFIX):
+            path, class_name = split_project_instance(instance)
+            cross_file = self.interpreter.cross_file
+            return cross_file.call_external(path, f"{class_name}.{method}", args, site, frame)
+        if local is None:
+            return self.call_instance(receiver, args, site, frame) if method == "forward" else None
+        function = self.find_method(local, method)
+        if function is None:
+            return None
+        return self.call_function(function, args, site, frame, bound_self=receiver)
+
+    def find_method(self, info: ClassInfo, method: str) -> cst.FunctionDef | None:
+        for current in self.interpreter.method_resolution_order(info):
+            if method in current.methods:
+                return current.methods[method]
+        return None
+
+    # --- calls amp-lint cannot see into ----------------------------------------------------
+
+    def opaque(
+        self, site: cst.Call, callee_name: str | None, args: Arguments, frame: Frame
+    ) -> Value:
+        """A call of something amp-lint cannot see into: under an enabled float16/bfloat16
+        region, with tensor arguments, it is assumed to return the region's dtype, unless
+        its name says it is no activation (a loss, metric, tokenizer, norm, embedding)."""
+        region = frame.active_region
+        if region is None or region.dtype not in (FLOAT16, BFLOAT16, None):
+            return UNKNOWN_VALUE
+        if not args.carries_tensor_data():
+            return UNKNOWN_VALUE
+        if callee_name is not None and not is_activation_name(callee_name):
+            return UNKNOWN_VALUE
+        text = _source(site)
+        site_line = CallSite(self.interpreter.facts.path, site, self._line)
+        self.opaque_calls.append(OpaqueCall(region, site_line, text))
+        dtype = region.lower_precision
+        why = (
+            f"`{text}` returns {dtype.describe()} under autocast, as a model ending in a "
+            "Linear, convolution or matmul does"
+        )
+        return Value(dtype.assuming(why))
+
+    # --- parameters ------------------------------------------------------------------------
+
+    def bind_arguments(
+        self, function: cst.FunctionDef, args: Arguments, frame: Frame, *, skip_self: bool
+    ) -> None:
+        if args.starred:
+            return  # *args / **kwargs: which parameter gets what is not known
+        self.bind_values(
+            function, list(args.positional), dict(args.keywords), frame, skip_self=skip_self
+        )
+
+    def bind_values(
+        self,
+        function: cst.FunctionDef,
+        positional: list[Value],
+        keywords: dict[str, Value],
+        frame: Frame,
+        *,
+        skip_self: bool,
+    ) -> None:
+        """Bind parameters to the values given, and the others to their defaults."""
+        params = list(function.params.posonly_params) + list(function.params.params)
+        if skip_self and params and not is_static(function):
+            params = params[1:]
+        for param, value in zip(params, positional):
+            frame.env.set(param.name.value, value)
+        for param in params[len(positional) :] + list(function.params.kwonly_params):
+            name = param.name.value
+            if name in keywords:
+                frame.env.set(name, keywords[name])
+            elif param.default is not None:
+                frame.env.set(name, self.interpreter.default_value(param.default))
+
+
+def is_static(function: cst.FunctionDef) -> bool:
+    return any(
+        isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
+        for d in function.decorators
+    )
+
+
+def split_project_instance(instance: str) -> tuple[str, str]:
+    path, _, class_name = instance[len(PROJECT_PREFIX) :].rpartition(":")
+    return path, class_name
+
+
+def _source(node: cst.CSTNode) -> str:
+    text = cst.Module([]).code_for_node(node)
+    text = " ".join(text.split())
+    return text if len(text) <= 40 else text[:37] + "..."
