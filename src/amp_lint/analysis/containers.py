@@ -116,6 +116,26 @@ class Containers:
             return Value(SCALAR)
         return None
 
+    def stored(self, container: Value, key: cst.BaseSlice, value: Value) -> Value | None:
+        """The container after `container[key] = value` (a dict or list, not a tensor)."""
+        if container.elements is None and container.each is None:
+            return None
+        constant = _constant_key(key.value) if isinstance(key, cst.Index) else None
+        if container.keys is not None and constant is not None:
+            if constant in container.keys:
+                index = container.keys.index(constant)
+                elements = list(container.elements or ())
+                elements[index] = value
+                return Value(OTHER, elements=tuple(elements), keys=container.keys)
+            return Value(
+                OTHER,
+                elements=(*(container.elements or ()), value),
+                keys=(*container.keys, constant),
+            )
+        # An unknown key (`cache[name] = window`): any element may now be this value.
+        known = [*(container.elements or ()), *((container.each,) if container.each else ())]
+        return Value(OTHER, each=join_all([*known, value]))
+
     def dict_method(self, method: str, receiver: Value) -> Value | None:
         """`d.items()`, `d.values()`, `d.keys()`, `d.get(k)` of a dict of known values."""
         if receiver.keys is None or receiver.elements is None:
@@ -138,6 +158,10 @@ class Containers:
             return list(value.elements)
         if value.each is not None:
             return [value.each] * count
+        if value.dtype.assumed:
+            # `y_hat, attn, ... = net_g(x)`: the parts of an opaque model's output are taken
+            # to be its activations too (names that say otherwise drop it when bound).
+            return [Value(value.dtype)] * count
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
             method = node.func.attr.value
             if method in _SPLITTING_METHODS:

@@ -14,7 +14,7 @@ from amp_lint.analysis.regions import AutocastRegion
 from amp_lint.analysis.values import Env, Value
 
 # Calls followed from a root, within a file and across files, before results turn unknown.
-MAX_CALL_DEPTH = 6
+MAX_CALL_DEPTH = 10
 
 
 @dataclass

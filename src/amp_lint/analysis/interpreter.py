@@ -165,6 +165,8 @@ class Interpreter:
             self._exec_with(statement, frame)
         elif isinstance(statement, cst.Try):
             self._exec_try(statement, frame)
+        elif isinstance(statement, cst.Match):
+            self._exec_match(statement, frame)
         elif isinstance(statement, cst.BaseCompoundStatement):
             for child in child_nodes(statement):
                 if isinstance(child, cst.BaseSuite):
@@ -216,7 +218,7 @@ class Interpreter:
             self.exec_statement(statement.orelse, frame)
         elif isinstance(statement.orelse, cst.Else):
             self.exec_suite(statement.orelse.body, frame)
-        frame.env = after_body.merge(frame.env)
+        frame.env = after_body.merge(frame.env, self.module_env)
 
     def _exec_loop(self, statement: cst.For | cst.While, frame: Frame) -> None:
         header: cst.BaseExpression = (
@@ -232,7 +234,7 @@ class Interpreter:
         self.exec_suite(statement.body, frame)
         if statement.orelse is not None:
             self.exec_suite(statement.orelse.body, frame)
-        frame.env = before.merge(frame.env)
+        frame.env = before.merge(frame.env, self.module_env)
 
     def _exec_with(self, statement: cst.With, frame: Frame) -> None:
         entered: list[AutocastRegion] = []
@@ -259,6 +261,17 @@ class Interpreter:
                 frame.cache[id(node)] = value
         return self.evaluator.evaluate(node, frame)
 
+    def _exec_match(self, statement: cst.Match, frame: Frame) -> None:
+        """Each case from the same state, as the branches of an `if`; their ends meet."""
+        self.evaluator.evaluate(statement.subject, frame)
+        before = frame.env
+        merged: Env | None = None
+        for case in statement.cases:
+            frame.env = before.copy()
+            self.exec_suite(case.body, frame)
+            merged = frame.env if merged is None else merged.merge(frame.env, self.module_env)
+        frame.env = before.merge(merged, self.module_env) if merged is not None else before
+
     def _exec_try(self, statement: cst.Try, frame: Frame) -> None:
         self.exec_suite(statement.body, frame)
         for handler in statement.handlers:
@@ -284,12 +297,29 @@ class Interpreter:
             for element, part in zip(target.elements, parts):
                 self._bind(element.value, part, None, frame)
             return
+        if isinstance(target, cst.Subscript) and len(target.slice) == 1:
+            self._store(target, value, frame)
+            return
         name = dotted_name(target)
         if name is None:
             return
         if value.dtype.assumed and not self._may_hold_activation(name, frame):
             value = replace(value, dtype=value.dtype.known())
         frame.env.set(name, value)
+
+    def _store(self, target: cst.Subscript, value: Value, frame: Frame) -> None:
+        """`cache[key] = value` into a dict or list held in a variable: later reads in this
+        frame see the value (a module-level cache is shadowed here, not changed for others:
+        each calling context fills it with its own values)."""
+        name = dotted_name(target.value)
+        if name is None:
+            return
+        container = frame.env.get(name) or self.module_env.get(name)
+        if container is None:
+            return
+        stored = self.evaluator.containers.stored(container, target.slice[0].slice, value)
+        if stored is not None:
+            frame.env.set(name, stored)
 
     def _may_hold_activation(self, name: str, frame: Frame) -> bool:
         """An assumed half value bound to `loss`, `metrics`, or a name later passed to

@@ -61,8 +61,10 @@ def small_statements(module: cst.Module) -> Iterator[cst.BaseSmallStatement]:
     for statement in walk_statements(module):
         if isinstance(statement, cst.SimpleStatementLine):
             yield from statement.body
-        elif isinstance(statement, cst.BaseCompoundStatement) and isinstance(
-            statement.body, cst.SimpleStatementSuite
+        elif (
+            isinstance(statement, cst.BaseCompoundStatement)
+            and not isinstance(statement, cst.Match)  # a `match` has cases, not a body
+            and isinstance(statement.body, cst.SimpleStatementSuite)
         ):
             yield from statement.body.body
 

@@ -129,7 +129,22 @@ BINARY_OPS = frozenset(
 )
 
 FLOAT32_FACTORIES = frozenset(
-    ["zeros", "ones", "empty", "rand", "randn", "eye", "linspace", "logspace", "normal"]
+    [
+        "zeros",
+        "ones",
+        "empty",
+        "rand",
+        "randn",
+        "eye",
+        "linspace",
+        "logspace",
+        "normal",
+        "hann_window",
+        "hamming_window",
+        "blackman_window",
+        "bartlett_window",
+        "kaiser_window",
+    ]
 )
 LIKE_FACTORIES = frozenset(
     ["zeros_like", "ones_like", "empty_like", "rand_like", "randn_like", "full_like"]

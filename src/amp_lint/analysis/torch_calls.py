@@ -34,6 +34,10 @@ class TorchCalls:
 
     def tensor_method(self, method: str, receiver: Value, node: cst.Call, frame: Frame) -> Value:
         dtype = receiver.dtype
+        if dtype.kind is DTypeKind.SCALAR and method not in semantics.BOOL_METHODS:
+            # A number, or a 0-dimensional tensor (`torch.tensor(d).to(torch.float32)`), which
+            # stays weak in promotion whatever its dtype: `x / it` keeps x's dtype.
+            return Value(SCALAR)
         if method in semantics.CONVERSION_METHODS:
             return Value(semantics.CONVERSION_METHODS[method])
         if method in ("to", "type"):
@@ -100,22 +104,7 @@ class TorchCalls:
         if qualified.startswith("torch.") and name in semantics.LIKE_FACTORIES:
             like = self.evaluator.evaluate(positional[0], frame).dtype if positional else UNKNOWN
             return Value(explicit or like)
-        if qualified in (
-            "torch." + n
-            for n in (
-                "zeros",
-                "ones",
-                "empty",
-                "rand",
-                "randn",
-                "full",
-                "eye",
-                "linspace",
-                "logspace",
-                "randint",
-                "normal",
-            )
-        ):
+        if qualified.startswith("torch.") and name in _FACTORIES and "." not in qualified[6:]:
             fill = (
                 self.evaluator.evaluate(positional[1], frame).constant
                 if len(positional) > 1
@@ -168,6 +157,7 @@ class TorchCalls:
 
 
 _PARAMETER_CLASSES = ("torch.nn.Parameter", "torch.nn.parameter.Parameter")
+_FACTORIES = semantics.FLOAT32_FACTORIES | {"full", "randint"}
 
 
 def _looks_like_device(node: cst.BaseExpression) -> bool:

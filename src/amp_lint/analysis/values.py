@@ -45,6 +45,10 @@ class Value:
     # value calls each.
     alternatives: tuple[Value, ...] = ()
 
+    @property
+    def is_container(self) -> bool:
+        return self.elements is not None or self.each is not None
+
     def carries_half(self) -> bool:
         """A half-precision tensor, or a container holding one."""
         if self.dtype.is_half:
@@ -66,7 +70,7 @@ class Value:
 
     def iterated(self) -> Value | None:
         """The value a `for` loop over this container binds (a dict iterates its keys)."""
-        if self.keys is not None:
+        if self.keys:
             return Value(OTHER)
         if self.elements is not None:
             return join_all(list(self.elements)) if self.elements else None
@@ -129,11 +133,14 @@ def _join_elements(
 
 
 def _join_each(a: Value, b: Value) -> Value | None:
-    """Any element of either container, when both are containers."""
-    sides = [a.iterated(), b.iterated()]
-    if any(side is None for side in sides) or a.keys is not None or b.keys is not None:
+    """Any element of either container, when both are containers; an empty one (`cache =
+    {}` on one path, filled on the other) adds nothing."""
+    if not (a.is_container and b.is_container):
         return None
-    return join_values(*[side for side in sides if side is not None])
+    sides = [side for side in (a.iterated(), b.iterated()) if side is not None]
+    if not sides or (a.keys and b.keys):
+        return None
+    return join_all(sides)
 
 
 def _callable(value: Value) -> bool:
@@ -187,8 +194,9 @@ class Env:
     def copy(self) -> Env:
         return Env(self.values)
 
-    def merge(self, other: Env) -> Env:
-        """Join two control-flow paths: names bound on one path only become unknown-ish."""
+    def merge(self, other: Env, outer: Env | None = None) -> Env:
+        """Join two control-flow paths: names bound on one path only meet their value in
+        `outer` (the module, for a global cache filled on one path) or become unknown-ish."""
         merged = Env()
         for name in self.values.keys() | other.values.keys():
             mine, theirs = self.values.get(name), other.values.get(name)
@@ -196,7 +204,8 @@ class Env:
                 present = mine or theirs
                 assert present is not None
                 # Bound on one path only: keep what is not dtype-specific.
-                merged.values[name] = join_values(present, UNKNOWN_VALUE)
+                before = outer.get(name) if outer is not None else None
+                merged.values[name] = join_values(present, before or UNKNOWN_VALUE)
             else:
                 merged.values[name] = join_values(mine, theirs)
         return merged

@@ -73,6 +73,7 @@ The value's dtype must be known: a function parameter of unknown dtype is not fl
 0-dimensional value tensor of another dtype is accepted by PyTorch like a scalar, which
 static analysis cannot tell apart from a 1-element one."""
     node_types = (cst.Assign,)
+    accepts_assumptions = True
 
     def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
         assert isinstance(node, cst.Assign)

@@ -68,6 +68,7 @@ Only denominators that carry an explicit epsilon (`d + eps`, `d.clamp(min=eps)`,
 may be zero is a bug in float32 too. Epsilons held in variables are followed when they are
 assigned a literal in the same function or module."""
     node_types = (cst.BinaryOperation, cst.Call)
+    accepts_assumptions = True
 
     def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
         parts = _division(node, ctx)

@@ -127,6 +127,7 @@ dtype is not flagged. Constants held in 0-dimensional tensors (`torch.tensor(-1e
 not followed. Index assignment `x[m] = -1e9` is AMP001's. The `threshold` argument of
 `F.threshold` (checked on CUDA only) and `nn.Threshold` modules are not checked."""
     node_types = (cst.Call,)
+    accepts_assumptions = True
 
     def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
         call = op_call(node, ctx, _OPS)

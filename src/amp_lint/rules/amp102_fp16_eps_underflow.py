@@ -97,6 +97,7 @@ flagged. `F.batch_norm`/`F.instance_norm` with `eps=1e-12` also give NaN on CPU 
 but are not checked; `F.layer_norm`, `F.group_norm` and `F.rms_norm` compute with the eps in
 float32 and are fine."""
     node_types = (cst.BinaryOperation, cst.Call)
+    accepts_assumptions = True
 
     def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
         if isinstance(node, cst.BinaryOperation):

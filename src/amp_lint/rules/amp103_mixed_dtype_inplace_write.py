@@ -166,6 +166,7 @@ a Python number are accepted by PyTorch and not flagged. Only `lerp`'s `end` is 
 a tensor `weight`. `torch.set_default_dtype` is not followed: factories without `dtype=` are
 taken to be float32."""
     node_types = (cst.Call,)
+    accepts_assumptions = True
 
     def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
         assert isinstance(node, cst.Call)

@@ -204,6 +204,7 @@ or with a half-precision one: a float32 window promotes the framed signal to flo
 `linalg.matrix_norm` / `linalg.norm` with `ord=2`, `-2` or `"nuc"` (an SVD inside) under CPU
 autocast are not flagged."""
     node_types = (cst.Call,)
+    accepts_assumptions = True
 
     def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
         assert isinstance(node, cst.Call)

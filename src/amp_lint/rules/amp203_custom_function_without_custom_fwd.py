@@ -440,8 +440,10 @@ def _expressions(statement: cst.BaseStatement) -> Iterator[cst.CSTNode]:
         yield statement.iter
     elif isinstance(statement, cst.With):
         yield from statement.items
-    elif isinstance(statement, cst.BaseCompoundStatement) and isinstance(
-        statement.body, cst.SimpleStatementSuite
+    elif (
+        isinstance(statement, cst.BaseCompoundStatement)
+        and not isinstance(statement, cst.Match)  # cases, not a body
+        and isinstance(statement.body, cst.SimpleStatementSuite)
     ):
         yield from statement.body.body
 
