@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -27,6 +27,7 @@ from amp_lint.analysis.project import (
     ProjectContext,
     ProjectIndex,
 )
+from amp_lint.analysis.values import Origin
 from amp_lint.config import Config
 from amp_lint.findings import Finding, FixSafety
 from amp_lint.rules import Report, Rule, all_rules
@@ -176,8 +177,10 @@ def _analyse_module(
         reports.extend((observer.rule, report) for report in observer.reports.values())
     findings = _to_findings(reports, facts.positions, path) if reports else []
     if honour_noqa and findings:
+        # Findings placed in other files are checked against those files' noqa comments
+        # where the project's results are gathered.
         noqa = NoqaMap(module.code)
-        findings = [f for f in findings if not noqa.suppresses(f.line, f.code)]
+        findings = [f for f in findings if f.path != path or not noqa.suppresses(f.line, f.code)]
     return FileAnalysis(
         findings, list(interpreter.outgoing.values()), found, sorted(interpreter.dependencies)
     )
@@ -191,15 +194,16 @@ class RuleObserver:
     def __init__(self, rule: Rule) -> None:
         self.rule = rule
         self.node_types = rule.node_types
-        self.reports: dict[int, Report] = {}
+        self.reports: dict[tuple[int, Origin | None], Report] = {}
 
     def observe(self, node: cst.CSTNode, ctx: ExecutionContext) -> None:
         ctx.accepts_assumptions = self.rule.accepts_assumptions
         ctx.assumptions_used = []
         for report in self.rule.check_node(node, ctx):
-            if id(report.node) not in self.reports:
+            key = (id(report.node), report.elsewhere)
+            if key not in self.reports:
                 message = report.message + ctx.provenance()
-                self.reports[id(report.node)] = Report(report.node, message, report.fix)
+                self.reports[key] = replace(report, message=message)
             ctx.assumptions_used = []
 
 
@@ -256,21 +260,27 @@ def _to_findings(
     positions: Mapping[cst.CSTNode, CodeRange],
     path: str,
 ) -> list[Finding]:
-    seen: set[tuple[str, int, int]] = set()
+    seen: set[tuple[object, ...]] = set()
     findings: list[Finding] = []
     for rule, report in reports:
-        where = positions[report.node]
-        key = (rule.code, where.start.line, where.start.column)
+        at = report.elsewhere
+        if at is not None:
+            place = (at.path, at.line, at.column, at.end_line, at.end_column)
+        else:
+            where = positions[report.node]
+            start, end = where.start, where.end
+            place = (path, start.line, start.column, end.line, end.column)
+        key = (rule.code, *place[:3])
         if key in seen:
             continue
         seen.add(key)
         findings.append(
             Finding(
-                path=path,
-                line=where.start.line,
-                column=where.start.column,
-                end_line=where.end.line,
-                end_column=where.end.column,
+                path=place[0],
+                line=place[1],
+                column=place[2],
+                end_line=place[3],
+                end_column=place[4],
                 code=rule.code,
                 name=rule.name,
                 message=report.message,

@@ -29,6 +29,7 @@ from amp_lint.config import Config
 from amp_lint.files import round_zero_vocabulary
 from amp_lint.findings import Finding, FixSafety
 from amp_lint.runner import Job, JobRunner, Outcome
+from amp_lint.suppressions import NoqaMap
 
 # A chain of calls is cut at MAX_CALL_DEPTH in the interpreter; this bounds rounds as well.
 MAX_ROUNDS = 12
@@ -93,6 +94,7 @@ class _Rounds:
         self.states: dict[str, FileState] = {path: FileState() for path in sources}
         self.runner: JobRunner | None = None
         self.source_digests: dict[str, str] = {}
+        self.noqa: dict[str, NoqaMap] = {}
         self.parsed = 0
         # Everything a cached result depends on besides the file and its context.
         self.fingerprint = digest(repr(config), "\0".join(sorted(sources)), str(first_pass))
@@ -160,7 +162,10 @@ class _Rounds:
             state = self.states[outcome.path]
             state.error = state.error or outcome.error
             for finding in outcome.remaining:
-                state.findings.setdefault((finding.code, finding.line, finding.column), finding)
+                owner = state if finding.path == outcome.path else self._placed(finding)
+                if owner is not None:
+                    key = (finding.code, finding.line, finding.column)
+                    owner.findings.setdefault(key, finding)
             for entry in outcome.outgoing:
                 target = self.states.get(entry.path)
                 if target is None or entry.key in target.entries:
@@ -168,6 +173,16 @@ class _Rounds:
                 target.entries[entry.key] = entry
                 pending.setdefault(entry.path, []).append(entry)
         return pending
+
+    def _placed(self, finding: Finding) -> FileState | None:
+        """The state of the linted file a finding was placed in from another file's analysis
+        (a constant passed from there), unless its noqa or per-file ignores suppress it."""
+        state = self.states.get(finding.path)
+        if state is None or not self.config.is_enabled(finding.code, finding.path):
+            return None
+        if finding.path not in self.noqa:
+            self.noqa[finding.path] = NoqaMap(self.sources[finding.path].decode("utf-8", "replace"))
+        return None if self.noqa[finding.path].suppresses(finding.line, finding.code) else state
 
     def _run(self, jobs: list[Job]) -> list[Outcome]:
         """Outcomes of the jobs, from the cache where an earlier run left them."""

@@ -21,9 +21,10 @@ import libcst as cst
 
 from amp_lint.analysis.autocast_region import AutocastRegion
 from amp_lint.analysis.calls import CallSite, ClassInfo
-from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16, FLOAT32, OTHER, DTypeKind
+from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16, FLOAT32, NON_TENSOR_KINDS, OTHER
 from amp_lint.analysis.entry_points import decorator_regions
 from amp_lint.analysis.frames import MAX_CALL_DEPTH, Frame
+from amp_lint.analysis.outline import source_text
 from amp_lint.analysis.project import PROJECT_PREFIX
 from amp_lint.analysis.semantics import (
     FLOAT32_OUTPUT_MODULES,
@@ -114,9 +115,7 @@ class Arguments:
     def carries_tensor_data(self) -> bool:
         """Some argument may be a tensor or hold tensors (not only numbers and strings)."""
         return self.starred or any(
-            v.dtype.kind not in (DTypeKind.SCALAR, DTypeKind.OTHER)
-            or v.elements is not None
-            or v.each is not None
+            v.dtype.kind not in NON_TENSOR_KINDS or v.elements is not None or v.each is not None
             for v in self.values
         )
 
@@ -320,7 +319,7 @@ class LocalCalls:
             return UNKNOWN_VALUE
         if callee_name is not None and not is_activation_name(callee_name):
             return UNKNOWN_VALUE
-        text = _source(site)
+        text = source_text(site)
         site_line = CallSite(self.interpreter.facts.path, site, self._line)
         self.opaque_calls.append(OpaqueCall(region, site_line, text))
         dtype = region.lower_precision
@@ -374,9 +373,3 @@ def is_static(function: cst.FunctionDef) -> bool:
 def split_project_instance(instance: str) -> tuple[str, str]:
     path, _, class_name = instance[len(PROJECT_PREFIX) :].rpartition(":")
     return path, class_name
-
-
-def _source(node: cst.CSTNode) -> str:
-    text = cst.Module([]).code_for_node(node)
-    text = " ".join(text.split())
-    return text if len(text) <= 40 else text[:37] + "..."

@@ -55,6 +55,8 @@ class ModuleIndex:
     all_functions: list[cst.FunctionDef] = field(default_factory=list)
     # method node -> its class
     owner: dict[int, ClassInfo] = field(default_factory=dict)
+    # `ext = load_ext("_ext")` at module level: name -> the value assigned (last wins).
+    module_assignments: dict[str, cst.BaseExpression] = field(default_factory=dict)
 
     def class_for_qualified(self, qualified: str | None) -> ClassInfo | None:
         if qualified is None or not qualified.startswith(LOCAL_PREFIX + "."):
@@ -70,6 +72,12 @@ def build_index(module: cst.Module, names: ModuleNames) -> ModuleIndex:
         elif isinstance(statement, cst.ClassDef):
             info = _class_info(statement, names)
             index.classes[info.name] = info
+        elif isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign):
+                    for target in small.targets:
+                        if isinstance(target.target, cst.Name):
+                            index.module_assignments[target.target.value] = small.value
     _mark_subclasses(index)
     index.all_functions = [
         statement for statement in walk_statements(module) if isinstance(statement, cst.FunctionDef)

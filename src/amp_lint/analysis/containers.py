@@ -12,6 +12,7 @@ import libcst as cst
 from amp_lint.analysis.calling import is_activation_name
 from amp_lint.analysis.dtypes import OTHER, SCALAR, DTypeKind
 from amp_lint.analysis.frames import Frame
+from amp_lint.analysis.outline import positional_arguments
 from amp_lint.analysis.values import UNKNOWN_VALUE, Value, join_all
 
 if TYPE_CHECKING:
@@ -165,8 +166,12 @@ class Containers:
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
             method = node.func.attr.value
             if method in _SPLITTING_METHODS:
-                receiver = self.evaluator.evaluate(node.func.value, frame).dtype
-                if receiver.is_known_tensor or receiver.assumed:
+                # `x.chunk(3)`, or `torch.chunk(x, 3)`
+                qualified = self.evaluator.names.qualified_name(node.func)
+                positional = positional_arguments(node)
+                tensor = positional[0] if qualified and positional else node.func.value
+                receiver = self.evaluator.evaluate(tensor, frame).dtype
+                if receiver.is_known_tensor:
                     return [Value(receiver)] * count
             if method == "size" and not node.args:
                 return [Value(SCALAR)] * count

@@ -16,7 +16,7 @@ from amp_lint.analysis.calling import Arguments, MemoKey
 from amp_lint.analysis.calls import LOCAL_PREFIX, CallSite, ClassInfo
 from amp_lint.analysis.dtypes import OTHER
 from amp_lint.analysis.entry_points import decorator_regions
-from amp_lint.analysis.frames import MAX_CALL_DEPTH, Frame
+from amp_lint.analysis.frames import MAX_CALL_DEPTH, ForeignClass, Frame
 from amp_lint.analysis.project import (
     PROJECT_PREFIX,
     ClassAssumption,
@@ -167,6 +167,32 @@ class CrossFileCalls:
             return Value(OTHER, instance_of=project_instance(target))
         return self.call_external(target.path, target.attribute, args, call, frame)
 
+    def foreign_class(self, qualified: str) -> ForeignClass | None:
+        """The class `qualified` names in another linted file, following re-exports."""
+        target = self._project_target(qualified)
+        for _ in range(MAX_CALL_DEPTH):
+            if target is None or target.path == self.interpreter.facts.path:
+                return None
+            callee = self._loaded(target.path)
+            if callee is None:
+                return None
+            info = callee.index.classes.get(target.attribute)
+            if info is not None:
+                return ForeignClass(target.path, info, callee.facts.names, callee.index)
+            reexported = callee.facts.names.bindings.get(target.attribute)
+            if reexported is None:
+                return None
+            target = callee.cross_file._project_target(reexported)
+        return None
+
+    def _loaded(self, path: str) -> Interpreter | None:
+        loader = self.interpreter.loader
+        callee = loader.interpreter_for(path) if loader is not None else None
+        if callee is not None:
+            # The cache must drop this file's results when that file changes.
+            self.interpreter.dependencies.add(path)
+        return callee
+
     def project_class(self, qualified: str) -> str | None:
         """`instance_of` for an instance of a class imported from another linted file."""
         target = self._project_target(qualified)
@@ -188,8 +214,8 @@ class CrossFileCalls:
         positional: tuple[Value, ...] = ()
         keywords: tuple[tuple[str, Value], ...] = ()
         if not args.starred:
-            positional = tuple(v.portable() for v in args.positional)
-            keywords = tuple((name, v.portable()) for name, v in args.keywords)
+            positional = tuple(self._portable(v) for v in args.positional)
+            keywords = tuple((name, self._portable(v)) for name, v in args.keywords)
         here = CallSite(self.interpreter.facts.path, call, self.interpreter.facts.line_of)
         entry = EntryContext(
             path,
@@ -203,6 +229,24 @@ class CrossFileCalls:
         )
         self.interpreter.outgoing.setdefault(entry.key, entry)
         return self._external_result(entry)
+
+    def _portable(self, value: Value) -> Value:
+        """The value for another file's analysis: a constant's origin in this file travels
+        as a position."""
+        origin = value.origin
+        if origin is not None and origin.node is not None:
+            where = self.interpreter.facts.positions[origin.node]
+            resolved = replace(
+                origin,
+                line=where.start.line,
+                column=where.start.column,
+                end_line=where.end.line,
+                end_column=where.end.column,
+                node=None,
+                site=0,
+            )
+            value = replace(value, origin=resolved)
+        return value.portable()
 
     def _external_result(self, entry: EntryContext) -> Value:
         """What the other file's function returns in this context (dtypes, constants and

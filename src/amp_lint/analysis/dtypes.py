@@ -22,6 +22,7 @@ class DTypeKind(enum.Enum):
     BOOL = "bool"
     SCALAR = "scalar"  # a Python number or size: never promotes a tensor
     OTHER = "other"  # not a tensor and not a number (dtype objects, devices, strings)
+    NONE = "none"  # None: an optional tensor that is absent on this path
     UNKNOWN = "unknown"
 
 
@@ -103,6 +104,9 @@ INTEGER = DType(DTypeKind.INTEGER)
 BOOL = DType(DTypeKind.BOOL)
 SCALAR = DType(DTypeKind.SCALAR)
 OTHER = DType(DTypeKind.OTHER)
+NONE = DType(DTypeKind.NONE)
+# Kinds that take no part in type promotion: numbers are weak, the rest are not tensors.
+NON_TENSOR_KINDS = (DTypeKind.SCALAR, DTypeKind.OTHER, DTypeKind.NONE)
 
 
 def half(precision: str | None) -> DType:
@@ -159,7 +163,7 @@ def carry_assumption(result: DType, inputs: list[DType]) -> DType:
 
 
 def _promote(dtypes: list[DType]) -> DType:
-    tensors = [d for d in dtypes if d.kind not in (DTypeKind.SCALAR, DTypeKind.OTHER)]
+    tensors = [d for d in dtypes if d.kind not in NON_TENSOR_KINDS]
     if not tensors:
         return SCALAR if dtypes else UNKNOWN
     if any(d.kind is DTypeKind.UNKNOWN for d in tensors):
@@ -185,8 +189,14 @@ def _widest_float(floats: list[DType]) -> DType:
 
 
 def join(a: DType, b: DType) -> DType:
-    """The dtype a variable has after two control-flow paths meet."""
+    """The dtype a variable has after two control-flow paths meet. None on one path (an
+    optional tensor) leaves the other path's dtype: where it is used as a tensor, it is
+    that one."""
     if a == b:
+        return a
+    if a.kind is DTypeKind.NONE:
+        return b
+    if b.kind is DTypeKind.NONE:
         return a
     if a.is_half and b.is_half:
         precision = a.precision if a.precision == b.precision else None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -18,6 +19,7 @@ from amp_lint.analysis.calls import LOCAL_PREFIX
 from amp_lint.analysis.containers import Containers
 from amp_lint.analysis.dtypes import (
     BOOL,
+    NONE,
     OTHER,
     SCALAR,
     DTypeKind,
@@ -25,10 +27,10 @@ from amp_lint.analysis.dtypes import (
 )
 from amp_lint.analysis.frames import Frame
 from amp_lint.analysis.names import dotted_name
-from amp_lint.analysis.outline import child_nodes
+from amp_lint.analysis.outline import child_nodes, source_text
 from amp_lint.analysis.regions import region_from_call
 from amp_lint.analysis.torch_calls import TorchCalls
-from amp_lint.analysis.values import UNKNOWN_VALUE, Value, join_values
+from amp_lint.analysis.values import UNKNOWN_VALUE, Origin, Value, join_values
 
 if TYPE_CHECKING:
     from amp_lint.analysis.interpreter import Interpreter
@@ -131,7 +133,7 @@ class Evaluator:
         keywords: list[tuple[str, Value]] = []
         starred = False
         for arg in call.args:
-            value = self.evaluate(arg.value, frame)
+            value = self._with_origin(self.evaluate(arg.value, frame), arg.value, call)
             if arg.star:
                 starred = True
             elif arg.keyword is not None:
@@ -139,6 +141,20 @@ class Evaluator:
             else:
                 positional.append(value)
         return Arguments(tuple(positional), tuple(keywords), starred)
+
+    def _with_origin(self, value: Value, node: cst.BaseExpression, call: cst.Call) -> Value:
+        """A constant passed as an argument remembers the argument, unless it came from
+        further up already."""
+        if value.constant is None or value.origin is not None:
+            return value
+        origin = Origin(
+            path=self.interpreter.facts.path,
+            callee=source_text(call.func),
+            text=source_text(node),
+            node=node,
+            site=id(node),
+        )
+        return replace(value, origin=origin)
 
     def unpacked(
         self, value: Value, node: cst.BaseExpression | None, count: int, frame: Frame
@@ -159,7 +175,9 @@ class Evaluator:
 
     def _name(self, node: cst.Name, frame: Frame) -> Value:
         name = node.value
-        if name in ("True", "False", "None"):
+        if name == "None":
+            return Value(NONE)
+        if name in ("True", "False"):
             return Value(OTHER)
         found = frame.env.get(name) or self.interpreter.module_env.get(name)
         if found is not None:
@@ -343,9 +361,7 @@ class Evaluator:
             return UNKNOWN_VALUE
         return self.calls.opaque(node, name, args, frame)
 
-    def _registers_buffer(
-        self, receiver: Value, method: str, node: cst.Call, frame: Frame
-    ) -> bool:
+    def _registers_buffer(self, receiver: Value, method: str, node: cst.Call, frame: Frame) -> bool:
         """`self.register_buffer("mask", torch.zeros(n))` binds `self.mask`."""
         if method not in ("register_buffer", "register_parameter") or len(node.args) < 2:
             return False

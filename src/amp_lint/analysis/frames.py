@@ -7,9 +7,10 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from amp_lint.analysis.calls import CallSite, ClassInfo
+from amp_lint.analysis.calls import CallSite, ClassInfo, ModuleIndex
 from amp_lint.analysis.dtypes import DType
 from amp_lint.analysis.module import ModuleFacts
+from amp_lint.analysis.names import ModuleNames
 from amp_lint.analysis.regions import AutocastRegion
 from amp_lint.analysis.values import Env, Value
 
@@ -43,6 +44,16 @@ class Frame:
         return region if region is not None and region.is_active else None
 
 
+@dataclass(frozen=True)
+class ForeignClass:
+    """A class defined in another linted file, as the analysis of that file sees it."""
+
+    path: str
+    info: ClassInfo
+    names: ModuleNames
+    index: ModuleIndex
+
+
 class ExecutionContext:
     """What an observer sees at a node: the region it runs under and the values around it.
 
@@ -58,9 +69,11 @@ class ExecutionContext:
         frame: Frame,
         statement: cst.CSTNode,
         evaluate: Callable[[cst.BaseExpression, Frame], Value],
+        find_class: Callable[[str], ForeignClass | None] = lambda qualified: None,
     ) -> None:
         self.facts = facts
         self.frame = frame
+        self._find_class = find_class
         # The statement being executed: a SimpleStatementLine, or a compound statement
         # whose header holds the node.
         self.statement = statement
@@ -105,6 +118,12 @@ class ExecutionContext:
 
     def qualified_name(self, node: cst.BaseExpression) -> str | None:
         return self.facts.names.qualified_name(node)
+
+    def imported_class(self, node: cst.BaseExpression) -> ForeignClass | None:
+        """The class an imported name refers to, when another linted file defines it
+        (following re-exports through a package's `__init__.py`)."""
+        qualified = self.qualified_name(node)
+        return self._find_class(qualified) if qualified is not None else None
 
     def provenance(self) -> str:
         """ " (via a.py:12 → a.py:40)", or why the frame is assumed to run under autocast,

@@ -340,7 +340,9 @@ class Interpreter:
     def _dispatch(self, root: cst.CSTNode, statement: cst.CSTNode, frame: Frame) -> None:
         if not self.observers_by_type:
             return
-        context = ExecutionContext(self.facts, frame, statement, self.evaluator.evaluate)
+        context = ExecutionContext(
+            self.facts, frame, statement, self.evaluator.evaluate, self.cross_file.foreign_class
+        )
         for node in statement_nodes(root):
             for observer in self.observers_by_type.get(type(node), ()):
                 observer.observe(node, context)

@@ -46,6 +46,12 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
     return None
 
 
+def source_text(node: cst.CSTNode, limit: int = 40) -> str:
+    """The node as written, on one line, shortened for messages."""
+    text = " ".join(cst.Module([]).code_for_node(node).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def positional_arguments(call: cst.Call) -> list[cst.BaseExpression]:
     """The call's plain positional arguments (no keywords, no `*args`/`**kwargs`)."""
     return [arg.value for arg in call.args if arg.keyword is None and not arg.star]

@@ -12,6 +12,7 @@ from amp_lint.analysis.dtypes import (
     FLOAT32,
     FLOAT64,
     INTEGER,
+    NON_TENSOR_KINDS,
     UNKNOWN,
     DType,
     DTypeKind,
@@ -252,7 +253,7 @@ def op_result(op: str, inputs: list[DType], region: AutocastRegion | None) -> DT
 
 
 def _apply_category(category: OpCategory, inputs: list[DType], region: AutocastRegion) -> DType:
-    known = [d for d in inputs if d.kind not in (DTypeKind.SCALAR, DTypeKind.OTHER)]
+    known = [d for d in inputs if d.kind not in NON_TENSOR_KINDS]
     # Autocast casts only floating-point tensors and leaves float64 alone.
     if any(d.kind is DTypeKind.FLOAT64 for d in known):
         return promote(inputs)

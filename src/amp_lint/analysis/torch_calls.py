@@ -9,7 +9,11 @@ import libcst as cst
 
 from amp_lint.analysis import semantics
 from amp_lint.analysis.dtypes import (
+    BFLOAT16,
     BOOL,
+    FLOAT16,
+    FLOAT32,
+    FLOAT64,
     INTEGER,
     OTHER,
     SCALAR,
@@ -17,6 +21,7 @@ from amp_lint.analysis.dtypes import (
     DType,
     DTypeKind,
     dtype_from_torch_name,
+    half,
 )
 from amp_lint.analysis.frames import Frame
 from amp_lint.analysis.names import dotted_name
@@ -126,6 +131,9 @@ class TorchCalls:
         if qualified in ("torch.cat", "torch.stack", "torch.concat") and positional:
             inputs = self._sequence_dtypes(positional[0], frame)
             return Value(semantics.op_result(name, inputs, frame.active_region))
+        legacy = _LEGACY_CONSTRUCTORS.get(qualified.replace("torch.cuda.", "torch."))
+        if legacy is not None:
+            return Value(legacy)  # `torch.Tensor(n)`, `torch.cuda.FloatTensor(...)`
         if qualified in _PARAMETER_CLASSES and positional:
             # nn.Parameter(torch.zeros(n)) is a tensor of its data's dtype.
             return Value(self.evaluator.evaluate(positional[0], frame).dtype)
@@ -158,6 +166,17 @@ class TorchCalls:
 
 _PARAMETER_CLASSES = ("torch.nn.Parameter", "torch.nn.parameter.Parameter")
 _FACTORIES = semantics.FLOAT32_FACTORIES | {"full", "randint"}
+_LEGACY_CONSTRUCTORS = {
+    "torch.Tensor": FLOAT32,
+    "torch.FloatTensor": FLOAT32,
+    "torch.DoubleTensor": FLOAT64,
+    "torch.HalfTensor": half(FLOAT16),
+    "torch.BFloat16Tensor": half(BFLOAT16),
+    "torch.LongTensor": INTEGER,
+    "torch.IntTensor": INTEGER,
+    "torch.ByteTensor": INTEGER,
+    "torch.BoolTensor": BOOL,
+}
 
 
 def _looks_like_device(node: cst.BaseExpression) -> bool:

@@ -3,7 +3,7 @@ including the values inside containers (tuples, lists, dicts, nn.Sequential/Modu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from amp_lint.analysis.autocast_region import AutocastRegion
@@ -13,6 +13,25 @@ if TYPE_CHECKING:
     # Values that travel between processes (EntryContext) are portable: no syntax nodes,
     # so loading them needs no libcst.
     import libcst as cst
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a constant passed into a function was written: an argument of the call that
+    passed it. A hazard it causes in the callee is the caller's to fix, so it is reported
+    there. `node` is the argument itself while the caller's module is the one analysed;
+    across files only its position travels."""
+
+    path: str
+    callee: str  # the called function as written at the call: "util.replace_masked_values"
+    text: str  # the argument as written: "-1e20"
+    line: int = 0
+    column: int = 0
+    end_line: int = 0
+    end_column: int = 0
+    # While unresolved (same module): the argument node, and its identity for equality.
+    node: cst.CSTNode | None = field(default=None, compare=False)
+    site: int = 0
 
 
 @dataclass(frozen=True)
@@ -44,6 +63,8 @@ class Value:
     # One of several callables (`losses[name]` over a dict of bound methods): calling the
     # value calls each.
     alternatives: tuple[Value, ...] = ()
+    # For a constant received as an argument: the caller's argument it came from.
+    origin: Origin | None = None
 
     @property
     def is_container(self) -> bool:
@@ -82,6 +103,7 @@ class Value:
         return Value(
             dtype=self.dtype,
             constant=self.constant,
+            origin=self.origin if self.origin is None or self.origin.node is None else None,
             integer_from=self.integer_from,
             elements=tuple(e.portable() for e in self.elements) if self.elements else None,
             keys=self.keys if self.elements else None,
@@ -106,6 +128,7 @@ def join_values(a: Value, b: Value) -> Value:
         function=a.function if a.function is b.function else None,
         bound_to=a.bound_to if a.bound_to == b.bound_to else None,
         conversion=a.conversion if a.conversion is b.conversion else None,
+        origin=a.origin if a.origin == b.origin else None,
         integer_from=a.integer_from if a.integer_from == b.integer_from else None,
         elements=elements,
         keys=keys,

@@ -15,8 +15,11 @@ from amp_lint.rules.common import (
     code,
     half_phrase,
     is_tensor_index,
+    origin_intro,
     outside_float16_range,
+    passed_in,
     repeatable,
+    report_at_origin,
     subscript_indices,
 )
 
@@ -106,6 +109,16 @@ static analysis cannot tell apart from a 1-element one."""
     ) -> Report:
         constant = ctx.constant(value) or 0.0
         sign = "-inf" if constant < 0 else "inf"
+        which = "min" if constant < 0 else "max"
+        origin = passed_in(value, ctx)
+        if origin is not None:
+            message = (
+                f"{origin_intro(origin, target, ctx)} as the value stored into a "
+                f"{half_phrase(dest_dtype)} tensor, outside the float16 range (±65504): it "
+                f"silently becomes {sign}; pass `torch.finfo(dtype).{which}` of that tensor's "
+                "dtype instead"
+            )
+            return report_at_origin(origin, target, message)
         message = (
             f"`{code(target)} = {code(value)}` stores a constant outside the float16 range "
             f"(±65504) into a {half_phrase(dest_dtype)} tensor: it silently becomes {sign}; "

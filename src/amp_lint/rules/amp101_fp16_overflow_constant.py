@@ -14,7 +14,15 @@ from amp_lint.analysis.frames import ExecutionContext
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import finfo_limit, torch_name
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import FLOAT16_MAX, code, half_phrase, repeatable
+from amp_lint.rules.common import (
+    FLOAT16_MAX,
+    code,
+    half_phrase,
+    origin_intro,
+    passed_in,
+    repeatable,
+    report_at_origin,
+)
 from amp_lint.rules.tensor_op_calls import OpCall, op_call
 
 # The largest finite bfloat16. torch.finfo(torch.float32).max (3.4028e38) is above it.
@@ -164,6 +172,15 @@ not followed. Index assignment `x[m] = -1e9` is AMP001's. The `threshold` argume
         overflow = _overflow(value, dtype, ctx)
         if value is None or overflow is None:
             return None
+        origin = passed_in(value, ctx)
+        if origin is not None:
+            message = (
+                f"{origin_intro(origin, call.call, ctx)} as the value to fill a "
+                f"{_tensor_phrase(overflow)} tensor with, {overflow.range_text}: it raises "
+                f"{overflow.error}; pass `torch.finfo(dtype).{overflow.limit}` of that "
+                "tensor's dtype instead"
+            )
+            return report_at_origin(origin, call.call, message)
         message = (
             f"`{code(call.call)}` fills a {_tensor_phrase(overflow)} tensor with "
             f"{overflow.constant:.3g}, {overflow.range_text}: it raises {overflow.error}; "
@@ -211,6 +228,15 @@ not followed. Index assignment `x[m] = -1e9` is AMP001's. The `threshold` argume
                     what += " (on CUDA every value becomes inf)"
                 else:
                     what += " (on CUDA it does nothing)"
+            origin = passed_in(bound, ctx)
+            if origin is not None:
+                message = (
+                    f"{origin_intro(origin, call.call, ctx)} as the {keyword} bound of a clamp "
+                    f"of a {_tensor_phrase(overflow)} tensor, {overflow.range_text}: {what}; "
+                    f"pass `torch.finfo(dtype).{overflow.limit}` of that tensor's dtype instead"
+                )
+                yield report_at_origin(origin, call.call, message)
+                continue
             message = (
                 f"`{code(call.call)}` clamps a {_tensor_phrase(overflow)} tensor to "
                 f"{keyword}={overflow.constant:.3g}, {overflow.range_text}: {what}; "
@@ -236,6 +262,16 @@ not followed. Index assignment `x[m] = -1e9` is AMP001's. The `threshold` argume
             if overflow is None:
                 continue
             sign = "-inf" if overflow.constant < 0 else "inf"
+            origin = passed_in(constant_node, ctx)
+            if origin is not None:
+                message = (
+                    f"{origin_intro(origin, call.call, ctx)}, mixed into a "
+                    f"{_tensor_phrase(overflow)} tensor, {overflow.range_text}: it silently "
+                    f"becomes {sign}; pass `torch.finfo(dtype).{overflow.limit}` of that "
+                    "tensor's dtype instead"
+                )
+                yield report_at_origin(origin, call.call, message)
+                continue
             message = (
                 f"`{code(call.call)}` mixes {overflow.constant:.3g} into a "
                 f"{_tensor_phrase(overflow)} tensor, {overflow.range_text}: it silently "

@@ -3,26 +3,29 @@ whose forward lacks `custom_fwd` (or whose backward lacks `custom_bwd`)."""
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import libcst as cst
 
 from amp_lint.analysis.calls import ClassInfo, ModuleIndex, build_index
+from amp_lint.analysis.dtypes import DTypeKind
 from amp_lint.analysis.frames import ExecutionContext
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import ModuleNames, dotted_name
 from amp_lint.analysis.outline import (
-    calls_in,
-    child_nodes,
     small_statements,
-    subtree_nodes,
-    walk_statements,
 )
 from amp_lint.analysis.regions import AutocastRegion
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.amp_api import torch_spelling
+from amp_lint.rules.autograd_functions import (
+    bound_arguments,
+    calls_outside_torch,
+    cast_parameters,
+    needs_matching_dtypes,
+    reads_saved_tensors,
+)
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import code
 
@@ -42,8 +45,6 @@ _CUSTOM_BWD = {
 # Written when the region's device is not known: one decorator per device, so that the
 # Function is right under CUDA and CPU autocast alike.
 _UNKNOWN_DEVICE_TARGETS = ("cuda", "cpu")
-_SAVED = frozenset(["saved_tensors", "saved_variables"])
-_BUILTINS = frozenset(dir(builtins))
 
 
 @dataclass(frozen=True)
@@ -194,58 +195,55 @@ autocast off is flagged only through its other calls. A `custom_fwd` whose
         return iter(())
 
     def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
-        if not self._functions or not isinstance(node, cst.Call):
+        if not isinstance(node, cst.Call):
             return
         region = ctx.active_region
         if region is None:
             return
-        class_name = _applied_class(node.func) or self._aliases.get(dotted_name(node.func) or "")
-        info = self._functions.get(class_name or "")
-        if info is None:
+        function = self._applied_function(node, ctx)
+        if function is None:
             return
-        forward = self._method(info, "forward")
-        backward = self._method(info, "backward")
-        if forward is None or not self._mixes_dtypes(forward, backward):
+        forward = function.method("forward")
+        backward = function.method("backward")
+        if forward is None:
             return
-        names = ctx.facts.names
-        fwd = _decorated(forward, names, _CUSTOM_FWD)
-        bwd = _decorated(backward, names, _CUSTOM_BWD) if backward is not None else None
+        mixed = _mixed_inputs(forward, node, ctx)
+        if mixed is None and (
+            _handles_dtypes(forward, node, ctx) or not function.mixes_dtypes(forward, backward)
+        ):
+            return
+        fwd = _decorated(forward, function.names, _CUSTOM_FWD)
+        bwd = _decorated(backward, function.names, _CUSTOM_BWD) if backward is not None else None
         fwd_missing = not fwd.covers(region.device)
         bwd_missing = bwd is not None and not bwd.covers(region.device)
         if not fwd_missing and not bwd_missing:
             return
         targets = _target_devices(region, fwd)
-        yield Report(
-            node,
-            _message(node, info, region, fwd_missing, bwd_missing, targets),
-            self._fix(forward, backward, fwd, bwd, targets, names),
+        message = _message(node, function, region, fwd_missing, bwd_missing, targets, mixed)
+        # A Function defined in another file is fixed there: no edit is offered here.
+        fix = (
+            self._fix(forward, backward, fwd, bwd, targets, ctx.facts.names)
+            if function.path is None
+            else None
         )
+        yield Report(node, message, fix)
 
-    def _method(self, info: ClassInfo, name: str) -> cst.FunctionDef | None:
-        seen: set[str] = set()
-        current: ClassInfo | None = info
-        while current is not None and current.name not in seen:
-            seen.add(current.name)
-            if name in current.methods:
-                return current.methods[name]
-            bases = [self._functions.get(b) for b in current.base_names]
-            current = next((b for b in bases if b is not None), None)
-        return None
-
-    def _mixes_dtypes(self, forward: cst.FunctionDef, backward: cst.FunctionDef | None) -> bool:
-        """Whether the Function can meet mismatched dtypes: a backward that reads saved
-        tensors and combines tensors where dtypes must match (a matmul, a scatter/index write,
-        an extension kernel), or a forward that calls code other than torch's. Elementwise
-        ops promote mixed dtypes, so a backward made of them alone runs (measured on
-        transformers' GeLU, sqrt and dropout Functions)."""
-        assert self._names is not None and self._index is not None
-        if (
-            backward is not None
-            and _reads_saved_tensors(backward)
-            and _needs_matching_dtypes(backward, self._names, self._index)
-        ):
-            return True
-        return _calls_outside_torch(forward, self._names, self._index)
+    def _applied_function(self, node: cst.Call, ctx: ExecutionContext) -> _FunctionClass | None:
+        """The Function class `Cls.apply(...)` (or an alias of it) applies: one of this
+        module's, or one another linted file defines."""
+        applied = _applied_node(node.func)
+        class_name = applied.value if applied is not None else None
+        class_name = class_name or self._aliases.get(dotted_name(node.func) or "")
+        local = self._functions.get(class_name or "")
+        if local is not None:
+            assert self._names is not None and self._index is not None
+            return _FunctionClass(local, self._names, self._index, None)
+        if applied is None:
+            return None
+        foreign = ctx.imported_class(applied)
+        if foreign is None or not foreign.info.is_autograd_function:
+            return None
+        return _FunctionClass(foreign.info, foreign.names, foreign.index, foreign.path)
 
     def _fix(
         self,
@@ -286,13 +284,55 @@ autocast off is flagged only through its other calls. A `custom_fwd` whose
 
 def _applied_class(node: cst.BaseExpression) -> str | None:
     """The class name `Cls` of `Cls.apply`."""
+    applied = _applied_node(node)
+    return applied.value if applied is not None else None
+
+
+def _applied_node(node: cst.BaseExpression) -> cst.Name | None:
+    """`Cls` in `Cls.apply`."""
     if (
         isinstance(node, cst.Attribute)
         and node.attr.value == "apply"
         and isinstance(node.value, cst.Name)
     ):
-        return node.value.value
+        return node.value
     return None
+
+
+@dataclass(frozen=True)
+class _FunctionClass:
+    """A custom Function with the facts of the module that defines it (`path` None: this
+    one)."""
+
+    info: ClassInfo
+    names: ModuleNames
+    index: ModuleIndex
+    path: str | None
+
+    def method(self, name: str) -> cst.FunctionDef | None:
+        seen: set[str] = set()
+        current: ClassInfo | None = self.info
+        while current is not None and current.name not in seen:
+            seen.add(current.name)
+            if name in current.methods:
+                return current.methods[name]
+            bases = [self.index.classes.get(b) for b in current.base_names]
+            current = next((b for b in bases if b is not None and b.is_autograd_function), None)
+        return None
+
+    def mixes_dtypes(self, forward: cst.FunctionDef, backward: cst.FunctionDef | None) -> bool:
+        """Whether the Function can meet mismatched dtypes: a backward that reads saved
+        tensors and combines tensors where dtypes must match (a matmul, a scatter/index
+        write, an extension kernel), or a forward that calls code other than torch's.
+        Elementwise ops promote mixed dtypes, so a backward made of them alone runs (measured
+        on transformers' GeLU, sqrt and dropout Functions)."""
+        if (
+            backward is not None
+            and reads_saved_tensors(backward)
+            and needs_matching_dtypes(backward, self.names, self.index)
+        ):
+            return True
+        return calls_outside_torch(forward, self.names, self.index)
 
 
 def _decorated(
@@ -339,144 +379,61 @@ def _with_decorators(method: cst.FunctionDef, added: list[str]) -> cst.FunctionD
     return method.with_changes(decorators=[*decorators[:position], *new, *decorators[position:]])
 
 
-def _reads_saved_tensors(backward: cst.FunctionDef) -> bool:
-    """`ctx.saved_tensors` (or the older `saved_variables`) anywhere in backward."""
-    for statement in _statements(backward):
-        for node in _expressions(statement):
-            for call_or_attr in _attributes(node):
-                if call_or_attr.attr.value in _SAVED:
-                    return True
-    return False
+def _mixed_inputs(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionContext) -> str | None:
+    """ "`offset` is float16 and `self.bias` float32" when the call passes tensors of both
+    dtypes to parameters that forward does not cast to a common dtype itself."""
+    cast = cast_parameters(forward)
+    half: list[str] = []
+    single: list[str] = []
+    for param, argument in bound_arguments(forward, call):
+        if param in cast:
+            continue
+        dtype = ctx.dtype(argument)
+        if dtype.is_half:
+            half.append(f"`{code(argument)}` is {dtype.describe()}")
+        elif dtype.kind is DTypeKind.FLOAT32:
+            single.append(f"`{code(argument)}` float32")
+    if not (half and single):
+        return None
+    return f"with inputs of two dtypes ({half[0]} and {single[0]})"
 
 
-# Ops whose tensor operands must share a dtype outside autocast (elementwise ops promote).
-_DTYPE_STRICT_OPS = frozenset(
-    [
-        "matmul", "mm", "bmm", "addmm", "addbmm", "baddbmm", "addmv", "mv", "dot", "linear",
-        "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-        "conv_transpose3d", "einsum", "tensordot", "scatter", "scatter_", "scatter_add",
-        "scatter_add_", "scatter_reduce", "scatter_reduce_", "index_add", "index_add_",
-        "index_copy", "index_copy_", "index_put", "index_put_", "masked_scatter",
-        "masked_scatter_",
-    ]
-)  # fmt: skip
-
-
-def _needs_matching_dtypes(
-    function: cst.FunctionDef, names: ModuleNames, index: ModuleIndex, depth: int = 0
-) -> bool:
-    """A dtype-strict op in the function, or in a module function it calls (one level),
-    or a call to code that is not torch's and not this module's (an extension kernel)."""
-    for statement in _statements(function):
-        for node in _expressions(statement):
-            if any(
-                isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.MatrixMultiply)
-                for n in subtree_nodes(node)
-            ):
-                return True
-            for call in calls_in(node):
-                func = call.func
-                if _callee_name(func) in _DTYPE_STRICT_OPS:
-                    return True  # `grad.mm(w)`, `F.linear(...)`, `x.t().matmul(g)`
-                helper = index.functions.get(func.value) if isinstance(func, cst.Name) else None
-                if helper is not None:
-                    if depth == 0 and _needs_matching_dtypes(helper, names, index, depth + 1):
-                        return True
-                elif _outside_torch(func, names, index):
-                    return True
-    return False
-
-
-def _callee_name(func: cst.BaseExpression) -> str:
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return func.value if isinstance(func, cst.Name) else ""
-
-
-def _calls_outside_torch(
-    function: cst.FunctionDef, names: ModuleNames, index: ModuleIndex, depth: int = 0
-) -> bool:
-    """A call to something that is not a torch function or a tensor method: an extension
-    module, a kernel launch (`kernel[grid](...)`). A function of this module is looked into,
-    one level deep (`bloom_gelu_forward(x)` is torch arithmetic, not a kernel)."""
-    for statement in _statements(function):
-        for node in _expressions(statement):
-            for call in calls_in(node):
-                func = call.func
-                helper = index.functions.get(func.value) if isinstance(func, cst.Name) else None
-                if helper is not None:
-                    if depth > 0 or _calls_outside_torch(helper, names, index, depth + 1):
-                        return True
-                elif _outside_torch(func, names, index):
-                    return True
-    return False
-
-
-def _outside_torch(func: cst.BaseExpression, names: ModuleNames, index: ModuleIndex) -> bool:
-    qualified = names.qualified_name(func)
-    if qualified is not None:
-        return not (qualified == "torch" or qualified.startswith("torch."))
-    if isinstance(func, cst.Name):
-        return func.value not in _BUILTINS and func.value not in index.classes
-    # Attributes are methods of tensors and of ctx (a static method has no `self`); anything
-    # else is `kernel[grid](...)`, `fns[i](...)`, `(a or b)(...)`.
-    return not isinstance(func, cst.Attribute)
-
-
-def _statements(function: cst.FunctionDef) -> Iterator[cst.BaseStatement]:
-    module = cst.Module(body=[function])
-    for statement in walk_statements(module):
-        if statement is not function and not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-            yield statement
-
-
-def _expressions(statement: cst.BaseStatement) -> Iterator[cst.CSTNode]:
-    """The statement's own expressions (a compound statement's header, not its body)."""
-    if isinstance(statement, cst.SimpleStatementLine):
-        yield from statement.body
-    elif isinstance(statement, (cst.If, cst.While)):
-        yield statement.test
-    elif isinstance(statement, cst.For):
-        yield statement.iter
-    elif isinstance(statement, cst.With):
-        yield from statement.items
-    elif (
-        isinstance(statement, cst.BaseCompoundStatement)
-        and not isinstance(statement, cst.Match)  # cases, not a body
-        and isinstance(statement.body, cst.SimpleStatementSuite)
-    ):
-        yield from statement.body.body
-
-
-def _attributes(node: cst.CSTNode) -> Iterator[cst.Attribute]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Attribute):
-            yield current
-        stack.extend(child_nodes(current))
+def _handles_dtypes(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionContext) -> bool:
+    """Forward casts some of its inputs to a common dtype itself (`weight.type_as(input)`),
+    or the call casts what it passes (`fn(input.float(), ...)`): the author dealt with the
+    dtypes autocast produces, and only a mismatch that remains is reported."""
+    if cast_parameters(forward):
+        return True
+    return any(
+        ctx.value(argument).conversion is not None for _, argument in bound_arguments(forward, call)
+    )
 
 
 def _message(
     call: cst.Call,
-    info: ClassInfo,
+    function: _FunctionClass,
     region: AutocastRegion,
     fwd_missing: bool,
     bwd_missing: bool,
     targets: tuple[str, ...],
+    mixed: str | None = None,
 ) -> str:
     where = f"`{code(call)}` runs under {region.describe()}"
+    if mixed is not None:
+        where += f" {mixed}"
+    info = function.info
+    defined = f" (in {function.path})" if function.path is not None else ""
     on = f' for device "{region.device}"' if region.device is not None else ""
     if fwd_missing:
         problem = (
-            f"`{info.name}.forward` has no `custom_fwd`{on}, so it receives half-precision "
-            "inputs and runs with autocast on while `backward` runs with it off: backward "
-            "mixes half and float32 tensors (`expected m1 and m2 to have the same dtype`) or a "
-            "custom kernel fails with \"not implemented for 'Half'\""
+            f"`{info.name}.forward`{defined} has no `custom_fwd`{on}, so it receives "
+            "half-precision inputs and runs with autocast on while `backward` runs with it "
+            "off: backward mixes half and float32 tensors (`expected m1 and m2 to have the "
+            "same dtype`) or a custom kernel fails with \"not implemented for 'Half'\""
         )
     else:
         problem = (
-            f"`{info.name}.backward` has no `custom_bwd`{on}, so it does not run with the "
+            f"`{info.name}.backward`{defined} has no `custom_bwd`{on}, so it does not run with the "
             "autocast state of forward and can mix half and float32 tensors "
             "(`expected m1 and m2 to have the same dtype`)"
         )

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import libcst as cst
 
+from amp_lint.analysis.values import Origin
 from amp_lint.findings import Fix
 
 if TYPE_CHECKING:
@@ -27,6 +28,9 @@ class Report:
     node: cst.CSTNode
     message: str
     fix: Fix | None = None
+    # Reported in another file instead, where a constant passed into this module was
+    # written (the node is then where it did harm here, for de-duplication only).
+    elsewhere: Origin | None = None
 
 
 class Rule:

@@ -9,6 +9,8 @@ import libcst as cst
 from amp_lint.analysis.dtypes import DType
 from amp_lint.analysis.frames import ExecutionContext
 from amp_lint.analysis.names import dotted_name
+from amp_lint.analysis.values import Origin
+from amp_lint.rules.base import Report
 
 FLOAT16_MAX = 65504.0
 # The smallest float16 subnormal is 2**-24 ≈ 5.96e-8; anything below half of it rounds to 0.
@@ -50,3 +52,25 @@ def is_tensor_index(index: cst.BaseExpression, ctx: ExecutionContext) -> bool:
 
 def subscript_indices(node: cst.Subscript) -> list[cst.BaseExpression]:
     return [element.slice.value for element in node.slice if isinstance(element.slice, cst.Index)]
+
+
+def passed_in(node: cst.BaseExpression, ctx: ExecutionContext) -> Origin | None:
+    """The caller's argument a constant came from, when it was passed into this function
+    (not written here, nor a parameter's default)."""
+    return ctx.value(node).origin
+
+
+def origin_intro(origin: Origin, sink: cst.CSTNode, ctx: ExecutionContext) -> str:
+    """ "`-1e20` passed to `replace_masked_values` reaches `x.masked_fill(m, v)` (a.py:9)"."""
+    return (
+        f"`{origin.text}` passed to `{origin.callee}` reaches `{code(sink)}` "
+        f"({ctx.facts.path}:{ctx.facts.line_of(sink)})"
+    )
+
+
+def report_at_origin(origin: Origin, sink: cst.CSTNode, message: str) -> Report:
+    """A report placed where the constant was passed, which is where it must be fixed; no
+    fix is offered there (the right value depends on the tensor the callee fills)."""
+    if origin.node is not None:
+        return Report(origin.node, message)
+    return Report(sink, message, elsewhere=origin)

@@ -1,0 +1,199 @@
+"""What the methods of a custom `torch.autograd.Function` do, read from their code: whether
+backward combines saved tensors where dtypes must match, whether forward calls code other
+than torch's (an extension kernel), and which of forward's inputs it casts itself to a
+common dtype (`weight = weight.type_as(input)`). AMP203 decides from these whether the
+Function can meet mismatched dtypes under autocast."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterator
+
+import libcst as cst
+
+from amp_lint.analysis.calls import ModuleIndex
+from amp_lint.analysis.names import ModuleNames, dotted_name
+from amp_lint.analysis.outline import (
+    calls_in,
+    child_nodes,
+    positional_arguments,
+    subtree_nodes,
+    walk_function_statements,
+)
+
+_SAVED = frozenset(["saved_tensors", "saved_variables"])
+_BUILTINS = frozenset(dir(builtins))
+# Casts that give a tensor a chosen dtype: `x.type_as(y)`, `x.to(y.dtype)`, `x.float()`.
+_CASTS = frozenset(["type_as", "to", "type", "float", "half", "double", "bfloat16"])
+
+
+def reads_saved_tensors(backward: cst.FunctionDef) -> bool:
+    """`ctx.saved_tensors` (or the older `saved_variables`) anywhere in backward."""
+    for statement in statements(backward):
+        for node in _expressions(statement):
+            for call_or_attr in _attributes(node):
+                if call_or_attr.attr.value in _SAVED:
+                    return True
+    return False
+
+
+# Ops whose tensor operands must share a dtype outside autocast (elementwise ops promote).
+_DTYPE_STRICT_OPS = frozenset(
+    [
+        "matmul", "mm", "bmm", "addmm", "addbmm", "baddbmm", "addmv", "mv", "dot", "linear",
+        "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+        "conv_transpose3d", "einsum", "tensordot", "scatter", "scatter_", "scatter_add",
+        "scatter_add_", "scatter_reduce", "scatter_reduce_", "index_add", "index_add_",
+        "index_copy", "index_copy_", "index_put", "index_put_", "masked_scatter",
+        "masked_scatter_",
+    ]
+)  # fmt: skip
+
+
+def needs_matching_dtypes(
+    function: cst.FunctionDef, names: ModuleNames, index: ModuleIndex, depth: int = 0
+) -> bool:
+    """A dtype-strict op in the function, or in a module function it calls (one level),
+    or a call to code that is not torch's and not this module's (an extension kernel)."""
+    for statement in statements(function):
+        for node in _expressions(statement):
+            if any(
+                isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.MatrixMultiply)
+                for n in subtree_nodes(node)
+            ):
+                return True
+            for call in calls_in(node):
+                func = call.func
+                if _callee_name(func) in _DTYPE_STRICT_OPS:
+                    return True  # `grad.mm(w)`, `F.linear(...)`, `x.t().matmul(g)`
+                helper = index.functions.get(func.value) if isinstance(func, cst.Name) else None
+                if helper is not None:
+                    if depth == 0 and needs_matching_dtypes(helper, names, index, depth + 1):
+                        return True
+                elif _outside_torch(func, names, index):
+                    return True
+    return False
+
+
+def _callee_name(func: cst.BaseExpression) -> str:
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else ""
+
+
+def calls_outside_torch(
+    function: cst.FunctionDef, names: ModuleNames, index: ModuleIndex, depth: int = 0
+) -> bool:
+    """A call to something that is not a torch function or a tensor method: an extension
+    module, a kernel launch (`kernel[grid](...)`). A function of this module is looked into,
+    one level deep (`bloom_gelu_forward(x)` is torch arithmetic, not a kernel)."""
+    for statement in statements(function):
+        for node in _expressions(statement):
+            for call in calls_in(node):
+                func = call.func
+                helper = index.functions.get(func.value) if isinstance(func, cst.Name) else None
+                if helper is not None:
+                    if depth > 0 or calls_outside_torch(helper, names, index, depth + 1):
+                        return True
+                elif _outside_torch(func, names, index):
+                    return True
+    return False
+
+
+def _outside_torch(func: cst.BaseExpression, names: ModuleNames, index: ModuleIndex) -> bool:
+    qualified = names.qualified_name(func)
+    if qualified is not None:
+        return not (qualified == "torch" or qualified.startswith("torch."))
+    if isinstance(func, cst.Name):
+        return func.value not in _BUILTINS and func.value not in index.classes
+    if _loaded_extension(func, names, index):
+        return True
+    # Attributes are methods of tensors and of ctx (a static method has no `self`); anything
+    # else is `kernel[grid](...)`, `fns[i](...)`, `(a or b)(...)`.
+    return not isinstance(func, cst.Attribute)
+
+
+def _loaded_extension(func: cst.BaseExpression, names: ModuleNames, index: ModuleIndex) -> bool:
+    """`ext_module.deform_conv_forward(...)` where the module did `ext_module =
+    ext_loader.load_ext(...)` (or `load(...)`): a compiled extension loaded at import time."""
+    if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Name):
+        return False
+    assigned = index.module_assignments.get(func.value.value)
+    if not isinstance(assigned, cst.Call):
+        return False
+    loader = names.qualified_name(assigned.func) or dotted_name(assigned.func) or ""
+    return not (loader == "torch" or loader.startswith("torch.")) or loader.startswith(
+        "torch.utils.cpp_extension"
+    )
+
+
+def statements(function: cst.FunctionDef) -> Iterator[cst.BaseStatement]:
+    """The function's statements, nested blocks included, functions and classes in it not."""
+    for statement in walk_function_statements(function):
+        if not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            yield statement
+
+
+def _expressions(statement: cst.BaseStatement) -> Iterator[cst.CSTNode]:
+    """The statement's own expressions (a compound statement's header, not its body)."""
+    if isinstance(statement, cst.SimpleStatementLine):
+        yield from statement.body
+    elif isinstance(statement, (cst.If, cst.While)):
+        yield statement.test
+    elif isinstance(statement, cst.For):
+        yield statement.iter
+    elif isinstance(statement, cst.With):
+        yield from statement.items
+    elif (
+        isinstance(statement, cst.BaseCompoundStatement)
+        and not isinstance(statement, cst.Match)  # cases, not a body
+        and isinstance(statement.body, cst.SimpleStatementSuite)
+    ):
+        yield from statement.body.body
+
+
+def _attributes(node: cst.CSTNode) -> Iterator[cst.Attribute]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Attribute):
+            yield current
+        stack.extend(child_nodes(current))
+
+
+def cast_parameters(forward: cst.FunctionDef) -> frozenset[str]:
+    """Parameters forward re-binds to a chosen dtype before using them: `weight =
+    weight.type_as(input)`, `mask = mask.to(input.dtype)`, `x = x.float()`."""
+    found: set[str] = set()
+    for statement in statements(forward):
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+                continue
+            target = small.targets[0].target
+            value = small.value
+            if (
+                isinstance(target, cst.Name)
+                and isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value in _CASTS
+                and dotted_name(value.func.value) == target.value
+                and (value.func.attr.value not in ("to", "type") or value.args)
+            ):
+                found.add(target.value)
+    return frozenset(found)
+
+
+def bound_arguments(
+    forward: cst.FunctionDef, call: cst.Call
+) -> list[tuple[str, cst.BaseExpression]]:
+    """(forward's parameter, the argument of `Cls.apply(...)` bound to it), `ctx` skipped;
+    nothing when the call unpacks `*args` or `**kwargs`."""
+    if any(arg.star for arg in call.args):
+        return []
+    params = [p.name.value for p in (*forward.params.posonly_params, *forward.params.params)]
+    params = params[1:]  # ctx
+    bound = list(zip(params, positional_arguments(call)))
+    bound += [(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
+    return bound
