@@ -243,6 +243,11 @@ def _evaluate(
 ) -> Report:
     report = Report()
     explained: set[tuple[str, str, str, str]] = set()
+    # Where one fix leaves the next bug of a series (mmcv fixed one argument of a kernel at a
+    # time), the first case's fixed code is the next case's buggy code: not a false positive.
+    buggy_places = {
+        (str(c["repo"]), str(c["commit"]), str(c["path"]), str(c["code"])): c for c in cases
+    }
     for case in cases:
         repo, code = str(case["repo"]), str(case["code"])
         if code == "uncovered":
@@ -259,10 +264,20 @@ def _evaluate(
         after = snapshots[(repo, str(case["fixed"]))].findings
         fixed_path = str(case.get("fixed_path", case["path"]))
         fixed_line = int(case.get("fixed_line", case["line"]))  # type: ignore[call-overload]
+        later = buggy_places.get((repo, str(case["fixed"]), fixed_path, code))
         for finding in after:
-            if _near(finding, fixed_path, fixed_line, code, tolerance):
-                report.fix_flagged.append((case, finding))
-                explained.add(finding.triage_key)
+            if not _near(finding, fixed_path, fixed_line, code, tolerance):
+                continue
+            if later is not None and _near(
+                finding,
+                fixed_path,
+                int(later["line"]),
+                code,
+                tolerance,  # type: ignore[call-overload]
+            ):
+                continue  # the next bug of a series, a case of its own
+            report.fix_flagged.append((case, finding))
+            explained.add(finding.triage_key)
     verdicts = {
         (str(t["repo"]), str(t["path"]), str(t["code"]), " ".join(str(t["text"]).split())): str(
             t["verdict"]

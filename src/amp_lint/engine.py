@@ -173,6 +173,7 @@ def _analyse_module(
         found = framework_assumptions(facts, interpreter.accelerate, context.project)
         assumptions += configured_assumptions(config) + found
     interpreter.run(context.entries, assumptions, own_roots=context.own_roots)
+    found += interpreter.dispatched()
     for observer in observers:
         reports.extend((observer.rule, report) for report in observer.reports.values())
     findings = _to_findings(reports, facts.positions, path) if reports else []

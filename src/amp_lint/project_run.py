@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from amp_lint.analysis.imports import ImportGraph
 from amp_lint.analysis.project import (
     ClassAssumption,
     EntryContext,
@@ -50,6 +51,8 @@ class FileState:
     findings: dict[tuple[str, int, int], Finding] = field(default_factory=dict)
     entries: dict[tuple[object, ...], EntryContext] = field(default_factory=dict)
     assumptions: list[ClassAssumption] = field(default_factory=list)
+    # What was delivered to it already (dispatch assumptions once per region).
+    delivered: set[object] = field(default_factory=set)
     error: str | None = None
 
 
@@ -95,6 +98,8 @@ class _Rounds:
         self.runner: JobRunner | None = None
         self.source_digests: dict[str, str] = {}
         self.noqa: dict[str, NoqaMap] = {}
+        self.own: set[str] = set()
+        self.imports: ImportGraph | None = None
         self.parsed = 0
         # Everything a cached result depends on besides the file and its context.
         self.fingerprint = digest(repr(config), "\0".join(sorted(sources)), str(first_pass))
@@ -108,17 +113,17 @@ class _Rounds:
         ]
         outcomes = self._run(first)
         # A file analysed from its own roots applied its own and the configured assumptions.
-        found: list[tuple[str | None, ClassAssumption]] = []
-        own = {outcome.path for outcome in outcomes if outcome.parsed}
-        for outcome in outcomes:
-            found.extend((outcome.path, a) for a in outcome.assumptions)
-        found.extend((None, a) for a in _configured_assumptions(self.config))
+        self.own = {outcome.path for outcome in outcomes if outcome.parsed}
+        found: list[tuple[str | None, ClassAssumption]] = [
+            (None, a) for a in _configured_assumptions(self.config)
+        ]
         pending = self._absorb(outcomes)
-        delivered = self._deliver(found, own)
-        for path, assumptions in delivered.items():
-            pending.setdefault(path, [])
-            self.states[path].assumptions = assumptions
         for _ in range(MAX_ROUNDS):
+            found += [(outcome.path, a) for outcome in outcomes for a in outcome.assumptions]
+            delivered = self._deliver(found)
+            found = []
+            for path in delivered:
+                pending.setdefault(path, [])
             if not pending:
                 break
             jobs = [
@@ -126,34 +131,49 @@ class _Rounds:
                     path,
                     ProjectContext(
                         entries=tuple(entries),
-                        assumptions=tuple(delivered.pop(path, ())),
+                        assumptions=tuple(delivered.get(path, ())),
                         own_roots=False,
                     ),
                 )
                 for path, entries in pending.items()
             ]
-            pending = self._absorb(self._run(jobs))
+            outcomes = self._run(jobs)
+            pending = self._absorb(outcomes)
 
     def _job(self, path: str, context: ProjectContext, *, first_pass: bool = False) -> Job:
         return Job(path, self.sources[path], False, False, context, first_pass)
 
     def _deliver(
-        self, found: list[tuple[str | None, ClassAssumption]], own: set[str]
+        self, found: list[tuple[str | None, ClassAssumption]]
     ) -> dict[str, list[ClassAssumption]]:
-        """Framework assumptions seen in one file (or configured) go to the other files
-        defining a class they name."""
+        """Assumptions seen in one file (or configured) go to the other files they may
+        apply to, each once: framework ones to the files defining a class they name,
+        dispatch ones to the files of the program around the region that made them."""
         delivered: dict[str, list[ClassAssumption]] = {}
         for origin, assumption in found:
-            for path, source in self.sources.items():
-                if path == origin or (origin is None and path in own):
+            for path in self._destinations(assumption):
+                if path == origin or (origin is None and path in self.own):
                     continue
-                if assumption.path is not None:
-                    reached = assumption.path == path
-                else:
-                    reached = any(name.encode() in source for name in assumption.class_names)
-                if reached and assumption not in delivered.get(path, []):
-                    delivered.setdefault(path, []).append(assumption)
+                state = self.states[path]
+                key = _delivery_key(assumption)
+                if key in state.delivered:
+                    continue
+                state.delivered.add(key)
+                state.assumptions.append(assumption)
+                delivered.setdefault(path, []).append(assumption)
         return delivered
+
+    def _destinations(self, assumption: ClassAssumption) -> list[str]:
+        if assumption.path is not None:
+            return [assumption.path] if assumption.path in self.sources else []
+        if assumption.near is not None:
+            if self.imports is None:
+                self.imports = ImportGraph(self.sources, self.project)
+            program = self.imports.program(assumption.near)
+            words = [f"def {method}".encode() for method in assumption.methods]
+            return [p for p in sorted(program) if any(w in self.sources[p] for w in words)]
+        names = [name.encode() for name in assumption.class_names]
+        return [p for p, source in self.sources.items() if any(n in source for n in names)]
 
     def _absorb(self, outcomes: Iterable[Outcome]) -> dict[str, list[EntryContext]]:
         """Record findings and errors; return the entries not analysed yet, by file."""
@@ -278,6 +298,14 @@ class CachedResult:
             parsed=self.parsed,
             dependencies=[path for path, _ in self.dependencies],
         )
+
+
+def _delivery_key(assumption: ClassAssumption) -> object:
+    """Dispatch assumptions from different calls under the same region analyse the same
+    methods: one is enough."""
+    if assumption.near is not None:
+        return ("dispatch", assumption.region.key, assumption.methods)
+    return assumption
 
 
 def _configured_assumptions(config: Config) -> list[ClassAssumption]:

@@ -21,8 +21,15 @@ import libcst as cst
 
 from amp_lint.analysis.autocast_region import AutocastRegion
 from amp_lint.analysis.calls import CallSite, ClassInfo
-from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16, FLOAT32, NON_TENSOR_KINDS, OTHER
-from amp_lint.analysis.entry_points import decorator_regions
+from amp_lint.analysis.dtypes import (
+    BFLOAT16,
+    FLOAT16,
+    FLOAT32,
+    NON_TENSOR_KINDS,
+    OTHER,
+    DTypeKind,
+)
+from amp_lint.analysis.entry_points import LIBRARY_SPELLING, decorator_regions
 from amp_lint.analysis.frames import MAX_CALL_DEPTH, Frame
 from amp_lint.analysis.outline import source_text
 from amp_lint.analysis.project import PROJECT_PREFIX
@@ -112,6 +119,13 @@ class Arguments:
             self.starred,
         )
 
+    def after(self, preset: tuple[tuple[str | None, Value], ...]) -> Arguments:
+        """These arguments following those a `functools.partial` gave in advance."""
+        positional = tuple(value for name, value in preset if name is None)
+        keywords = dict((name, value) for name, value in preset if name is not None)
+        keywords.update(self.keywords)
+        return Arguments(positional + self.positional, tuple(keywords.items()), self.starred)
+
     def carries_tensor_data(self) -> bool:
         """Some argument may be a tensor or hold tensors (not only numbers and strings)."""
         return self.starred or any(
@@ -150,6 +164,8 @@ class LocalCalls:
         if callee.alternatives:
             results = [self.call_value(option, args, site, frame) for option in callee.alternatives]
             return join_all([r if r is not None else UNKNOWN_VALUE for r in results])
+        if callee.preset:
+            args = args.after(callee.preset)
         if callee.function is not None:
             bound = Value(OTHER, instance_of=callee.bound_to) if callee.bound_to else None
             return self.call_function(callee.function, args, site, frame, bound_self=bound)
@@ -317,11 +333,13 @@ class LocalCalls:
             return UNKNOWN_VALUE
         if not args.carries_tensor_data():
             return UNKNOWN_VALUE
+        text = source_text(site)
+        if frame.assumption is None or region.spelling != LIBRARY_SPELLING:
+            # The code it runs may be one of the project's modules, a loss among them.
+            site_line = CallSite(self.interpreter.facts.path, site, self._line)
+            self.opaque_calls.append(OpaqueCall(region, site_line, text))
         if callee_name is not None and not is_activation_name(callee_name):
             return UNKNOWN_VALUE
-        text = source_text(site)
-        site_line = CallSite(self.interpreter.facts.path, site, self._line)
-        self.opaque_calls.append(OpaqueCall(region, site_line, text))
         dtype = region.lower_precision
         why = (
             f"`{text}` returns {dtype.describe()} under autocast, as a model ending in a "
@@ -348,8 +366,12 @@ class LocalCalls:
         frame: Frame,
         *,
         skip_self: bool,
+        caller_seen: bool = True,
     ) -> None:
-        """Bind parameters to the values given, and the others to their defaults."""
+        """Bind parameters to the values given, and the others to their defaults. Without a
+        caller in sight, a default of None stays unknown: callers usually pass the optional
+        tensor (the mask of `if mask is not None:`), while numbers are usually left as
+        they are (`eps=1e-8`)."""
         params = list(function.params.posonly_params) + list(function.params.params)
         if skip_self and params and not is_static(function):
             params = params[1:]
@@ -360,7 +382,9 @@ class LocalCalls:
             if name in keywords:
                 frame.env.set(name, keywords[name])
             elif param.default is not None:
-                frame.env.set(name, self.interpreter.default_value(param.default))
+                default = self.interpreter.default_value(param.default)
+                if caller_seen or default.dtype.kind is not DTypeKind.NONE:
+                    frame.env.set(name, default)
 
 
 def is_static(function: cst.FunctionDef) -> bool:

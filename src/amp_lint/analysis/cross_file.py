@@ -124,7 +124,10 @@ class CrossFileCalls:
     def assumed_methods(self, assumption: ClassAssumption) -> list[cst.FunctionDef]:
         found = []
         for info in self.interpreter.index.classes.values():
-            if not self._matches_class(info, assumption.class_names):
+            if assumption.class_names:
+                if not self._matches_class(info, assumption.class_names):
+                    continue
+            elif not info.base_names or info.is_autograd_function:
                 continue
             for method in assumption.methods:
                 function = self.interpreter.find_method(info, method)

@@ -60,11 +60,14 @@ def assumed_entry_points(
             yield function, configured, f"`{name}` configured to run under autocast"
 
 
+LIBRARY_SPELLING = "--assume-autocast"
+
+
 def library_region(config: Config) -> AutocastRegion | None:
     """Library mode's region (`--assume-autocast float16 --device cuda`), if on."""
     if config.assume_autocast is None:
         return None
-    return AutocastRegion(config.assume_device, config.assume_autocast, True, "--assume-autocast")
+    return AutocastRegion(config.assume_device, config.assume_autocast, True, LIBRARY_SPELLING)
 
 
 def _library_entry_points(

@@ -279,6 +279,8 @@ class Evaluator:
                 return followed
             if qualified in semantics.CONTAINER_MODULES:
                 return self._container_module(qualified, node, frame)
+            if qualified == "functools.partial" and args.positional and not args.starred:
+                return self._partial(args)
             return self.torch_calls.qualified_call(qualified, node, frame)
         if isinstance(func, cst.Name):
             return self._name_call(func, args, node, frame)
@@ -360,6 +362,15 @@ class Evaluator:
         if callee.dtype.kind is not DTypeKind.UNKNOWN and callee.instance_of is None:
             return UNKNOWN_VALUE
         return self.calls.opaque(node, name, args, frame)
+
+    def _partial(self, args: Arguments) -> Value:
+        """`partial(f, x, eps=1e-8)`: f, with those arguments given in advance."""
+        function = args.positional[0]
+        if function.function is None and function.instance_of is None:
+            return UNKNOWN_VALUE
+        given: list[tuple[str | None, Value]] = [(None, v) for v in args.positional[1:]]
+        given += list(args.keywords)
+        return replace(function, preset=(*function.preset, *given))
 
     def _registers_buffer(self, receiver: Value, method: str, node: cst.Call, frame: Frame) -> bool:
         """`self.register_buffer("mask", torch.zeros(n))` binds `self.mask`."""

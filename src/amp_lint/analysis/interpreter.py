@@ -34,7 +34,12 @@ from amp_lint.analysis.outline import (
     statement_nodes,
     walk_function_statements,
 )
-from amp_lint.analysis.project import ClassAssumption, EntryContext, ProjectIndex
+from amp_lint.analysis.project import (
+    ClassAssumption,
+    EntryContext,
+    ProjectIndex,
+    portable_region,
+)
 from amp_lint.analysis.regions import AutocastRegion, accelerate_settings, region_from_call
 from amp_lint.analysis.values import UNKNOWN_VALUE, Env, Value
 
@@ -103,6 +108,36 @@ class Interpreter:
                 self.run_root(function, (assumption.region,), assumption.why)
         for entry in entries:
             self.cross_file.run_entry(entry)
+        self._dispatch_own_modules()
+
+    def dispatched(self) -> list[ClassAssumption]:
+        """For each region that called something amp-lint could not resolve (a model given
+        as a parameter, built by a registry or a config): the project's modules near this
+        file may be what it called, so their `forward`s run under that region."""
+        found: dict[tuple[object, ...], ClassAssumption] = {}
+        for call in self.calls.opaque_calls:
+            region = portable_region(call.region)
+            if region.key in found:
+                continue
+            why = (
+                f"assumed to run under the {region.describe()} of {call.site}, where "
+                f"`{call.text}` calls a model amp-lint cannot resolve"
+            )
+            found[region.key] = ClassAssumption((), ("forward",), region, why, near=self.facts.path)
+        return list(found.values())
+
+    def _dispatch_own_modules(self) -> None:
+        """Apply this file's own dispatch assumptions to its classes, until running their
+        forwards opens no new region."""
+        applied: set[tuple[object, ...]] = set()
+        while True:
+            new = [a for a in self.dispatched() if a.region.key not in applied]
+            if not new:
+                return
+            for assumption in new:
+                applied.add(assumption.region.key)
+                for function in self.cross_file.assumed_methods(assumption):
+                    self.run_root(function, (assumption.region,), assumption.why)
 
     def run_root(
         self,
@@ -121,7 +156,9 @@ class Interpreter:
         )
         if self_class is not None:
             frame.env.set("self", Value(OTHER, instance_of=self_class.qualified))
-        self.calls.bind_values(function, [], {}, frame, skip_self=owner is not None)
+        self.calls.bind_values(
+            function, [], {}, frame, skip_self=owner is not None, caller_seen=False
+        )
         self.exec_suite(function.body, frame)
 
     def run_module_body(self, *, report: bool = True) -> None:

@@ -147,16 +147,23 @@ class EntryContext:
 
 @dataclass(frozen=True)
 class ClassAssumption:
-    """Methods a framework runs under autocast: Lightning's `training_step` of every
-    LightningModule once a `Trainer(precision="16-mixed")` exists, the `forward` of a model
-    given to `accelerator.prepare`, and so on. Classes match by a base's or their own name."""
+    """Methods run under autocast without a call amp-lint can see: Lightning's
+    `training_step` of every LightningModule once a `Trainer(precision="16-mixed")` exists,
+    the `forward` of a model given to `accelerator.prepare`, the `forward` of the modules a
+    region may be running when it calls a model it received as a parameter or built from a
+    registry (dispatch). Classes match by a base's or their own name."""
 
-    class_names: tuple[str, ...]  # "LightningModule": subclasses, or the class itself
+    # "LightningModule": subclasses, or the class itself; empty: every class that has a
+    # base class (nn.Module subclasses, also through bases in other files).
+    class_names: tuple[str, ...]
     methods: tuple[str, ...]
     region: AutocastRegion
     why: str
     # The linted file defining the class, when the assumption names one class.
     path: str | None = None
+    # Only the files of the program around this one (ImportGraph.program): a region there
+    # calls a model amp-lint cannot resolve, which may be any of their modules.
+    near: str | None = None
 
 
 def portable_region(region: AutocastRegion) -> AutocastRegion:

@@ -65,6 +65,9 @@ class Value:
     alternatives: tuple[Value, ...] = ()
     # For a constant received as an argument: the caller's argument it came from.
     origin: Origin | None = None
+    # `functools.partial(f, x, eps=1e-8)`: the arguments given in advance, positional ones
+    # under the name None, for the function (or instance) this value calls.
+    preset: tuple[tuple[str | None, Value], ...] = ()
 
     @property
     def is_container(self) -> bool:
@@ -127,6 +130,7 @@ def join_values(a: Value, b: Value) -> Value:
         region=_join_regions(a.region, b.region),
         function=a.function if a.function is b.function else None,
         bound_to=a.bound_to if a.bound_to == b.bound_to else None,
+        preset=a.preset if a.preset == b.preset else (),
         conversion=a.conversion if a.conversion is b.conversion else None,
         origin=a.origin if a.origin == b.origin else None,
         integer_from=a.integer_from if a.integer_from == b.integer_from else None,
@@ -172,9 +176,8 @@ def _callable(value: Value) -> bool:
 
 def _join_alternatives(a: Value, b: Value) -> tuple[Value, ...]:
     """Two different callables meeting (`f = g if c else h`): keep both to call each."""
-    if (a.function is b.function and a.instance_of == b.instance_of) and not (
-        a.alternatives or b.alternatives
-    ):
+    same = a.function is b.function and a.instance_of == b.instance_of and a.preset == b.preset
+    if same and not (a.alternatives or b.alternatives):
         return ()
     options: list[Value] = []
     for side in (a, b):
