@@ -243,10 +243,11 @@ def _evaluate(
 ) -> Report:
     report = Report()
     explained: set[tuple[str, str, str, str]] = set()
-    # Where one fix leaves the next bug of a series (mmcv fixed one argument of a kernel at a
-    # time), the first case's fixed code is the next case's buggy code: not a false positive.
-    buggy_places = {
-        (str(c["repo"]), str(c["commit"]), str(c["path"]), str(c["code"])): c for c in cases
+    verdicts = {
+        (str(t["repo"]), str(t["path"]), str(t["code"]), " ".join(str(t["text"]).split())): str(
+            t["verdict"]
+        )
+        for t in triage
     }
     for case in cases:
         repo, code = str(case["repo"]), str(case["code"])
@@ -254,36 +255,21 @@ def _evaluate(
             report.uncovered.append(case)
             continue
         before = snapshots[(repo, str(case["commit"]))].findings
-        hits = [
-            f
-            for f in before
-            if _near(f, str(case["path"]), int(case["line"]), code, tolerance)  # type: ignore[call-overload]
-        ]
+        line = int(case["line"])  # type: ignore[call-overload]
+        hits = [f for f in before if _near(f, str(case["path"]), line, code, tolerance)]
         (report.found if hits else report.missed).append(case)
         explained.update(f.triage_key for f in hits)
         after = snapshots[(repo, str(case["fixed"]))].findings
         fixed_path = str(case.get("fixed_path", case["path"]))
         fixed_line = int(case.get("fixed_line", case["line"]))  # type: ignore[call-overload]
-        later = buggy_places.get((repo, str(case["fixed"]), fixed_path, code))
         for finding in after:
             if not _near(finding, fixed_path, fixed_line, code, tolerance):
                 continue
-            if later is not None and _near(
-                finding,
-                fixed_path,
-                int(later["line"]),
-                code,
-                tolerance,  # type: ignore[call-overload]
-            ):
-                continue  # the next bug of a series, a case of its own
-            report.fix_flagged.append((case, finding))
-            explained.add(finding.triage_key)
-    verdicts = {
-        (str(t["repo"]), str(t["path"]), str(t["code"]), " ".join(str(t["text"]).split())): str(
-            t["verdict"]
-        )
-        for t in triage
-    }
+            # A fix that left another bug of the series (mmcv cast one kernel argument at a
+            # time) is judged like any other finding, by the triage table.
+            if finding.triage_key not in verdicts:
+                report.fix_flagged.append((case, finding))
+                explained.add(finding.triage_key)
     seen: set[tuple[str, str, str, str]] = set()
     for snapshot in snapshots.values():
         for finding in snapshot.findings:

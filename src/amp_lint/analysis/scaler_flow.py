@@ -84,12 +84,16 @@ class _State:
     backwards: frozenset[Backward] = frozenset()
     unscaled: bool = False
     stepped: bool = False
+    # Clips made with no backward in sight (it ran in the caller): they clipped scaled
+    # gradients if a `scaler.step(...)` follows here with no `unscale_` before them.
+    clips: tuple[tuple[cst.Call, _Context], ...] = ()
 
     def merge(self, other: _State) -> _State:
         return _State(
             self.backwards | other.backwards,
             self.unscaled or other.unscaled,
             self.stepped or other.stepped,
+            self.clips + tuple(c for c in other.clips if c not in self.clips),
         )
 
 
@@ -320,7 +324,8 @@ class _Walker:
                         self.seen.add(("step", id(call)))
                         self.flow.steps.setdefault(_key(ctx.function), []).append((call, ctx.path))
                         self.record_step(call, ctx)
-                    return replace(state, unscaled=True, stepped=True)
+                    self.clips_before_step(state)
+                    return replace(state, unscaled=True, stepped=True, clips=())
                 if method == "update":
                     return replace(state, unscaled=True, stepped=True)
                 return state
@@ -360,7 +365,17 @@ class _Walker:
     def clip(self, call: cst.Call, state: _State, ctx: _Context) -> _State:
         if state.backwards and not state.unscaled and not ctx.suppressed:
             self.report("clip", call, state, ctx)
+        elif not state.backwards and not state.unscaled and not state.stepped:
+            return replace(state, clips=(*state.clips, (call, ctx)))
         return state
+
+    def clips_before_step(self, state: _State) -> None:
+        """`scaler.step(optimizer)` after clips that saw no backward and no `unscale_`: the
+        backward ran in the caller, scaled (why else step through the scaler), so the clips
+        saw scaled gradients (returnn's `Updater.step(grad_scaler=...)`)."""
+        for call, clip_ctx in state.clips:
+            if not clip_ctx.suppressed:
+                self.report("clip", call, state, clip_ctx)
 
     def optimizer_step(self, call: cst.Call, state: _State, ctx: _Context) -> _State:
         if state.backwards and not state.stepped and not ctx.suppressed:
@@ -581,12 +596,21 @@ def _key(function: cst.FunctionDef | None) -> int:
     return id(function) if function is not None else 0
 
 
+def _uses_a_scaler(call: cst.Call, names: ScalerNames) -> bool:
+    """`x.scale(loss)`, or `grad_scaler.step(optimizer)` on a scaler made elsewhere."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return False
+    if func.attr.value == "scale":
+        return True
+    return (
+        func.attr.value in ("step", "unscale_") and bool(call.args) and names.is_scaler(func.value)
+    )
+
+
 def _analyse(facts: ModuleFacts) -> ScalerFlow:
     names = collect_names(facts)
-    if not names.enabled and not any(
-        isinstance(c.func, cst.Attribute) and c.func.attr.value == "scale"
-        for c in all_calls(facts.module)
-    ):
+    if not names.enabled and not any(_uses_a_scaler(c, names) for c in all_calls(facts.module)):
         return ScalerFlow()
     index = build_index(facts.module, facts.names)
     walker = _Walker(facts, index, names)

@@ -94,21 +94,31 @@ created with `enabled=False` is ignored."""
         flow = scaler_flow(facts)
         fixed: set[int] = set()
         for hazard in flow.of_kind("clip"):
-            backward = hazard.backwards[0]
-            fix = _fix(hazard, flow, fixed)
-            scaler, optimizer = code(backward.scaler), "optimizer"
             step = _step_call(hazard, flow)
+            if not hazard.backwards and step is None:
+                continue
+            fix = _fix(hazard, flow, fixed)
+            scaler, optimizer = "scaler", "optimizer"
+            if hazard.backwards:
+                scaler = code(hazard.backwards[0].scaler)
             if step is not None:
                 assert isinstance(step.func, cst.Attribute)
                 scaler = code(step.func.value)
                 optimizer = code(positional_arguments(step)[0])
-            line = facts.line_of(backward.call)
+            if hazard.backwards:
+                backward = hazard.backwards[0]
+                whose = f"of `{code(backward.call)}` (line {facts.line_of(backward.call)})"
+            else:
+                assert step is not None
+                whose = (
+                    f"that `{code(step)}` (line {facts.line_of(step)}) unscales only later (the "
+                    "backward, made by the caller, was scaled)"
+                )
             message = (
-                f"`{code(hazard.node)}` clips the gradients of `{code(backward.call)}` "
-                f"(line {line}) while they are still multiplied by the loss scale (65536 at "
-                "first): the clip threshold is in effect divided by the scale and the update "
-                f"silently shrinks; call `{scaler}.unscale_({optimizer})` before clipping"
-                f"{via(hazard, facts)}"
+                f"`{code(hazard.node)}` clips the gradients {whose} while they are still "
+                "multiplied by the loss scale (65536 at first): the clip threshold is in effect "
+                "divided by the scale and the update silently shrinks; call "
+                f"`{scaler}.unscale_({optimizer})` before clipping{via(hazard, facts)}"
             )
             yield Report(hazard.node, message, fix)
 
