@@ -8,6 +8,7 @@ import libcst as cst
 
 from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16
 from amp_lint.analysis.module import ModuleFacts
+from amp_lint.analysis.precision_branches import bfloat16_only_calls
 from amp_lint.analysis.scaler_names import SCALER_VOCABULARY
 from amp_lint.analysis.training_setup import (
     ScalerCall,
@@ -95,13 +96,20 @@ A GradScaler whose `enabled=` is an expression is assumed to be gated already.""
     def check_module(self, facts: ModuleFacts) -> Iterator[Report]:
         setup = training_setup(facts.module, facts.names)
         scalers = [s for s in setup.scalers if s.enabled is True]
-        if not scalers:
+        if scalers and _precisions(setup, facts) == {BFLOAT16}:
+            for scaler in scalers:
+                yield Report(scaler.call, _message(scaler), _fix(scaler))
             return
-        evidence = _precisions(setup, facts)
-        if evidence != {BFLOAT16}:
-            return
-        for scaler in scalers:
-            yield Report(scaler.call, _message(scaler), _fix(scaler))
+        # A scaler made in a branch taken only for bfloat16 (`elif precision == "bf16":`),
+        # also with `**kwargs` (settings that rarely disable it; no fix then: `enabled=False`
+        # after them could repeat a keyword).
+        branches = bfloat16_only_calls(facts.module, facts.names)
+        for scaler in setup.scalers:
+            test = branches.get(id(scaler.call))
+            starred = scaler.enabled is None and scaler.enabled_arg is None
+            if test is not None and (scaler.enabled is True or starred):
+                fix = None if starred else _fix(scaler)
+                yield Report(scaler.call, _branch_message(scaler, test), fix)
 
 
 def _precisions(setup: TrainingSetup, facts: ModuleFacts) -> set[str | None]:
@@ -128,6 +136,16 @@ def _message(scaler: ScalerCall) -> str:
         "this module is bfloat16, which has float32's range and needs no loss scaling: the "
         "scaler only costs time, and with bfloat16 parameters on CUDA `scaler.step` raises "
         f'"{BF16_UNSCALE_ERROR}"; pass `enabled=False` (or remove the scaler)'
+    )
+
+
+def _branch_message(scaler: ScalerCall, test: cst.BaseExpression) -> str:
+    return (
+        f"`{snippet(scaler.call)}` is made in a branch taken only for bfloat16 "
+        f"(`if {snippet(test)}:`), which has float32's range and needs no loss scaling: the "
+        "scaler only costs time and skips steps, and with bfloat16 parameters on CUDA "
+        f'`scaler.step` raises "{BF16_UNSCALE_ERROR}"; pass `enabled=False` (or remove the '
+        "scaler)"
     )
 
 
