@@ -60,8 +60,10 @@ class TorchCalls:
             return Value(explicit or dtype)
         if not (dtype.is_known_tensor or dtype.kind is DTypeKind.UNKNOWN):
             return UNKNOWN_VALUE
-        inputs = [dtype]
         positional = positional_arguments(node)
+        if _returns_values_and_indices(method, node, positional):
+            return _values_and_indices(dtype)
+        inputs = [dtype]
         if method in semantics.BINARY_OPS and positional:
             inputs.append(self.evaluator.evaluate(positional[0], frame).dtype)
         if method == "where" and len(positional) > 1:
@@ -142,6 +144,8 @@ class TorchCalls:
         op = semantics.op_name_for_function(qualified)
         if op is None:
             return UNKNOWN_VALUE
+        if positional and _returns_values_and_indices(op, node, positional[1:]):
+            return _values_and_indices(self.evaluator.evaluate(positional[0], frame).dtype)
         if op in semantics.CONVERSION_METHODS and positional:
             return self.tensor_method(
                 op, self.evaluator.evaluate(positional[0], frame), node, frame
@@ -165,6 +169,30 @@ class TorchCalls:
 
 
 _PARAMETER_CLASSES = ("torch.nn.Parameter", "torch.nn.parameter.Parameter")
+# Reductions that return (values, indices): always, or when given a dimension.
+_ALWAYS_VALUES_AND_INDICES = frozenset(["topk", "sort", "kthvalue", "mode", "cummax", "cummin"])
+_VALUES_AND_INDICES_WITH_DIM = frozenset(["max", "min", "median", "nanmedian"])
+
+
+def _returns_values_and_indices(
+    op: str, node: cst.Call, after_tensor: list[cst.BaseExpression]
+) -> bool:
+    """`torch.topk(x, k)`, `x.sort()`, `x.max(dim=1)`, `torch.max(x, 1)` (not `torch.max(x)`
+    nor `torch.max(x, y)`, which return a tensor)."""
+    if op in _ALWAYS_VALUES_AND_INDICES:
+        return True
+    if op not in _VALUES_AND_INDICES_WITH_DIM:
+        return False
+    if any(arg.keyword is not None and arg.keyword.value == "dim" for arg in node.args):
+        return True
+    return bool(after_tensor) and isinstance(after_tensor[0], (cst.Integer, cst.UnaryOperation))
+
+
+def _values_and_indices(dtype: DType) -> Value:
+    """The named tuple (values, indices): `.values`/`[0]` keep the dtype, indices are long."""
+    return Value(OTHER, elements=(Value(dtype), Value(INTEGER)))
+
+
 _FACTORIES = semantics.FLOAT32_FACTORIES | {"full", "randint"}
 _LEGACY_CONSTRUCTORS = {
     "torch.Tensor": FLOAT32,

@@ -14,7 +14,7 @@ from amp_lint.analysis.optables import OpCategory, load_op_tables
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import to_dtype_of
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import code, repeatable
+from amp_lint.rules.common import code, repeatable, written_tensor
 from amp_lint.rules.dtype_mismatch import argument, c10_name, mismatched
 
 
@@ -216,17 +216,18 @@ taken to be float32."""
             reason = "lerp does not promote and autocast does not cast it"
         else:
             reason = "it does not promote and autocast does not cast it here"
+        tensor = written_tensor(destination)
         message = (
             f'`{code(node)}` raises "{error}" ({reason}): the destination is '
             f"{dest_dtype.describe()} and the source {src_dtype.describe()}; cast the source "
-            f"with `.to({code(destination)}.dtype)`"
+            f"with `.to({code(tensor)}.dtype)`"
         )
         fix = None
-        if repeatable(destination):
+        if repeatable(tensor):
             fix = Fix(
                 FixSafety.SAFE,
                 "Cast the source to the destination's dtype",
-                edits=(Edit(source, to_dtype_of(source, destination)),),
+                edits=(Edit(source, to_dtype_of(source, tensor)),),
             )
         return Report(node, message, fix)
 

@@ -74,3 +74,16 @@ def report_at_origin(origin: Origin, sink: cst.CSTNode, message: str) -> Report:
     if origin.node is not None:
         return Report(origin.node, message)
     return Report(sink, message, elsewhere=origin)
+
+
+def written_tensor(node: cst.BaseExpression) -> cst.BaseExpression:
+    """The tensor an expression is: `x` for `x.zero_()` or `x.fill_(0).t_()` (in-place
+    methods return their receiver), for naming its dtype in advice and fixes."""
+    while (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value.endswith("_")
+        and not node.func.attr.value.startswith("_")
+    ):
+        node = node.func.value
+    return node
