@@ -29,7 +29,7 @@ class CallSite:
         return f"{self.path}:{self.line_of(self.call)}"
 
 
-@dataclass
+@dataclass(eq=False)  # one per class statement: compared (and hashed) by identity
 class ClassInfo:
     name: str
     node: cst.ClassDef
