@@ -49,6 +49,12 @@ if TYPE_CHECKING:
 MemoKey = tuple[int, tuple[object, ...], tuple[tuple[str | None, str | None, bool | None], ...]]
 
 _SEQUENTIAL = ("torch.nn.Sequential", "torch.nn.modules.container.Sequential")
+# einops layers that move elements around without changing their dtype.
+_EINOPS_LAYERS = frozenset(
+    f"einops.layers.{framework}.{layer}"
+    for framework in ("torch",)
+    for layer in ("Rearrange", "Reduce")
+)
 # Words in a callee's or a variable's name that say its value is not an activation.
 _NOT_ACTIVATIONS = frozenset(
     [
@@ -267,6 +273,8 @@ class LocalCalls:
             return self.call_function(forward, args, site, frame, bound_self=callee)
         if instance in _SEQUENTIAL:
             return self._run_layers(callee, args, site, frame)
+        if instance in _EINOPS_LAYERS:
+            return Value(args.positional[0].dtype) if args.positional else UNKNOWN_VALUE
         if not instance.startswith("torch.nn."):
             return None
         module_class = instance.rsplit(".", 1)[-1]

@@ -205,8 +205,10 @@ class CrossFileCalls:
 
     def call_external(
         self, path: str, target: str, args: Arguments, call: cst.Call, caller: Frame
-    ) -> Value:
-        """Record the call for the other file's analysis, and learn what it returns."""
+    ) -> Value | None:
+        """Record the call for the other file's analysis, and learn what it returns; None
+        when that file has nothing to run for it (a module whose `forward` comes from a
+        class outside the linted files), which is then a call amp-lint cannot see into."""
         if path == self.interpreter.facts.path:
             return UNKNOWN_VALUE
         worth_following = caller.active_region is not None or any(
@@ -251,13 +253,14 @@ class CrossFileCalls:
             value = replace(value, origin=resolved)
         return value.portable()
 
-    def _external_result(self, entry: EntryContext) -> Value:
+    def _external_result(self, entry: EntryContext) -> Value | None:
         """What the other file's function returns in this context (dtypes, constants and
         containers; objects of its classes mean nothing here). The other file's findings come
         from its own analysis of the entry, in a later round."""
-        return self._result_in(entry.path, entry).portable()
+        result = self._result_in(entry.path, entry)
+        return result.portable() if result is not None else None
 
-    def _result_in(self, path: str, entry: EntryContext) -> Value:
+    def _result_in(self, path: str, entry: EntryContext) -> Value | None:
         callee = (
             self.interpreter.loader.interpreter_for(path)
             if self.interpreter.loader is not None
@@ -271,15 +274,16 @@ class CrossFileCalls:
         self.interpreter.dependencies.update(callee.dependencies)
         return result
 
-    def result_of(self, entry: EntryContext) -> Value:
-        """The joined return value of the entry's function, memoised like local calls."""
+    def result_of(self, entry: EntryContext) -> Value | None:
+        """The joined return value of the entry's function, memoised like local calls; None
+        when this file defines no such function (nor imports it from a linted file)."""
         if entry.depth > MAX_CALL_DEPTH:
             return UNKNOWN_VALUE
         function, owner = self._entry_function(entry.target)
         if function is None:
             forwarded = self._reexported(entry)
             if forwarded is None:
-                return UNKNOWN_VALUE
+                return None
             return self._result_in(forwarded.path, replace(forwarded, depth=entry.depth + 1))
         regions = entry.regions + decorator_regions(
             function, self.interpreter.facts.names, self.interpreter.accelerate

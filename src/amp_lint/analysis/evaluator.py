@@ -47,7 +47,19 @@ _FINFO = {
     ("torch.bfloat16", "min"): -3.3895313892515355e38,
     ("torch.bfloat16", "max"): 3.3895313892515355e38,
 }
-_MATH_CONSTANTS = {"math.inf": math.inf, "math.pi": math.pi, "math.e": math.e}
+_MATH_CONSTANTS = {
+    "math.inf": math.inf,
+    "math.nan": math.nan,
+    "math.pi": math.pi,
+    "math.e": math.e,
+    "torch.inf": math.inf,
+    "torch.nan": math.nan,
+    "torch.pi": math.pi,
+    "torch.e": math.e,
+    "numpy.inf": math.inf,
+    "numpy.nan": math.nan,
+    "numpy.pi": math.pi,
+}
 _PYTHON_BUILTINS = frozenset(dir(builtins))
 # `torch.max(x, dim)` and friends return a named tuple.
 _TUPLE_FIELDS = {"values": 0, "indices": 1}
@@ -254,6 +266,9 @@ class Evaluator:
         operand = self.evaluate(node.expression, frame)
         if isinstance(node.operator, cst.Not):
             return Value(OTHER)
+        if isinstance(node.operator, cst.BitInvert) and operand.dtype.kind is DTypeKind.UNKNOWN:
+            # `~mask`: only bool and integer tensors (or Python ints) can be inverted.
+            return Value(BOOL)
         constant = operand.constant
         if constant is not None and isinstance(node.operator, cst.Minus):
             constant = -constant

@@ -105,6 +105,8 @@ class TorchCalls:
     def qualified_call(self, qualified: str, node: cst.Call, frame: Frame) -> Value:
         if qualified.startswith("math."):
             return Value(SCALAR)
+        if qualified.startswith("einops."):
+            return self._einops(qualified.rsplit(".", 1)[-1], node, frame)
         explicit = self._dtype_keyword(node, frame)
         name = qualified.rsplit(".", 1)[-1]
         positional = positional_arguments(node)
@@ -112,11 +114,8 @@ class TorchCalls:
             like = self.evaluator.evaluate(positional[0], frame).dtype if positional else UNKNOWN
             return Value(explicit or like)
         if qualified.startswith("torch.") and name in _FACTORIES and "." not in qualified[6:]:
-            fill = (
-                self.evaluator.evaluate(positional[1], frame).constant
-                if len(positional) > 1
-                else None
-            )
+            fill_node = positional[1] if len(positional) > 1 else _keyword(node, "fill_value")
+            fill = self.evaluator.evaluate(fill_node, frame).constant if fill_node else None
             return Value(explicit or semantics.factory_dtype(name, fill))
         if qualified in ("torch.tensor", "torch.as_tensor") and positional:
             given = self.evaluator.evaluate(positional[0], frame)
@@ -157,6 +156,25 @@ class TorchCalls:
         if explicit is not None:
             return Value(explicit)
         return Value(semantics.op_result(op, inputs, frame.active_region))
+
+    def _einops(self, name: str, node: cst.Call, frame: Frame) -> Value:
+        """einops rearranges without changing dtypes (`rearrange`, `repeat`, `reduce`,
+        `pack`); its `einsum` is torch's, which autocast casts."""
+        positional = positional_arguments(node)
+        if not positional:
+            return UNKNOWN_VALUE
+        if name in ("rearrange", "repeat", "reduce"):
+            return Value(self.evaluator.evaluate(positional[0], frame).dtype)
+        if name == "pack":
+            dtypes = self._sequence_dtypes(positional[0], frame)
+            packed = semantics.op_result("cat", dtypes, frame.active_region)
+            return Value(OTHER, elements=(Value(packed), Value(OTHER)))
+        if name == "unpack":
+            return Value(OTHER, each=Value(self.evaluator.evaluate(positional[0], frame).dtype))
+        if name == "einsum":
+            inputs = [self.evaluator.evaluate(p, frame).dtype for p in positional[:-1]]
+            return Value(semantics.op_result("einsum", inputs, frame.active_region))
+        return UNKNOWN_VALUE
 
     def _sequence_dtypes(self, node: cst.BaseExpression, frame: Frame) -> list[DType]:
         if isinstance(node, (cst.List, cst.Tuple)):
@@ -205,6 +223,10 @@ _LEGACY_CONSTRUCTORS = {
     "torch.ByteTensor": INTEGER,
     "torch.BoolTensor": BOOL,
 }
+
+
+def _keyword(node: cst.Call, name: str) -> cst.BaseExpression | None:
+    return next((a.value for a in node.args if a.keyword and a.keyword.value == name), None)
 
 
 def _looks_like_device(node: cst.BaseExpression) -> bool:
