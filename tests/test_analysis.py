@@ -314,8 +314,8 @@ def test_parameters_have_their_data_dtype() -> None:
         """,
         Config(forward_under_autocast=False),
     )
-    assert ("float32", "cuda/float16/on") in seen
-    assert seen.count(("float32", "cuda/float16/on")) == 2  # half + float32 promotes
+    # Both reveals are float32 (half + float32 promotes), in every context they run in.
+    assert {s for s in seen if s[1] == "cuda/float16/on"} == {("float32", "cuda/float16/on")}
 
 
 def test_moving_a_module_to_a_device_keeps_what_it_is() -> None:

@@ -24,6 +24,7 @@ from amp_lint.analysis.project import (
     EntryContext,
     ProjectContext,
     ProjectIndex,
+    dispatch_key,
 )
 from amp_lint.cache import DEFAULT_DIRECTORY, ResultCache, digest
 from amp_lint.config import Config
@@ -155,7 +156,7 @@ class _Rounds:
                 if path == origin or (origin is None and path in self.own):
                     continue
                 state = self.states[path]
-                key = _delivery_key(assumption)
+                key = dispatch_key(assumption)
                 if key in state.delivered:
                     continue
                 state.delivered.add(key)
@@ -298,14 +299,6 @@ class CachedResult:
             parsed=self.parsed,
             dependencies=[path for path, _ in self.dependencies],
         )
-
-
-def _delivery_key(assumption: ClassAssumption) -> object:
-    """Dispatch assumptions from different calls under the same region analyse the same
-    methods: one is enough."""
-    if assumption.near is not None:
-        return ("dispatch", assumption.region.key, assumption.methods)
-    return assumption
 
 
 def _configured_assumptions(config: Config) -> list[ClassAssumption]:

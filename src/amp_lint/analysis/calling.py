@@ -27,6 +27,7 @@ from amp_lint.analysis.dtypes import (
     FLOAT32,
     NON_TENSOR_KINDS,
     OTHER,
+    DType,
     DTypeKind,
 )
 from amp_lint.analysis.entry_points import LIBRARY_SPELLING, decorator_regions
@@ -57,53 +58,53 @@ _EINOPS_LAYERS = frozenset(
 )
 # Words in a callee's or a variable's name that say its value is not an activation.
 _NOT_ACTIVATIONS = frozenset(
-    [
-        "loss",
-        "losses",
-        "criterion",
-        "criterions",
-        "crit",
-        "metric",
-        "metrics",
-        "tokenizer",
-        "tokenize",
-        "processor",
-        "evaluator",
-        "evaluate",
-        "accuracy",
-        "acc",
-        "norm",
-        "layernorm",
-        "groupnorm",
-        "rmsnorm",
-        "ln",
-        "softmax",
-        "embed",
-        "embeds",
-        "embedding",
-        "embeddings",
-        "sampler",
-        "loader",
-        "dataset",
-        "collate",
-        "collator",
-        "transform",
-        "transforms",
-        "augment",
-        "scaler",
-        "optimizer",
-        "scheduler",
-        "logger",
-        "writer",
-    ]
+    """loss losses criterion criterions crit metric metrics tokenizer tokenize processor
+    evaluator evaluate accuracy acc embed embeds embedding embeddings sampler loader dataset
+    collate collator transform transforms augment scaler optimizer scheduler logger
+    writer""".split()
 )
+# Layers whose output CUDA autocast makes float32 (layer_norm, group_norm, softmax): not
+# half under autocast, though they are in a model cast to half.
+_FLOAT32_UNDER_AUTOCAST = frozenset("norm layernorm groupnorm rmsnorm ln softmax".split())
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
-def is_activation_name(name: str) -> bool:
-    """False for `criterion`, `self.loss_fn`, `loss_dict`, `self.norm1`, `tokenizer`..."""
+_MODEL_WORDS = frozenset(
+    [
+        "model",
+        "models",
+        "net",
+        "network",
+        "module",
+        "generator",
+        "discriminator",
+        "encoder",
+        "decoder",
+        "backbone",
+        "transformer",
+        "unet",
+        "vae",
+        "classifier",
+        "teacher",
+        "student",
+        "lm",
+    ]
+)
+
+
+def is_model_name(name: str) -> bool:
+    """`model`, `self.net`, `text_encoder`, `unet`: a name that holds a model."""
     last = name.rsplit(".", 1)[-1]
-    return not any(word.lower() in _NOT_ACTIVATIONS for word in _WORDS.findall(last))
+    return any(word.lower() in _MODEL_WORDS for word in _WORDS.findall(last))
+
+
+def is_activation_name(name: str, *, autocast: bool = True) -> bool:
+    """False for `criterion`, `self.loss_fn`, `loss_dict`, `tokenizer`; under autocast also
+    for `self.norm1` and `softmax`, which autocast runs in float32."""
+    words = {word.lower() for word in _WORDS.findall(name.rsplit(".", 1)[-1])}
+    if words & _NOT_ACTIVATIONS:
+        return False
+    return not (autocast and words & _FLOAT32_UNDER_AUTOCAST)
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,15 @@ class OpaqueCall:
     text: str
 
 
+@dataclass(frozen=True)
+class ModelCast:
+    """`model.half()` (or `.to(torch.bfloat16)`) of a model amp-lint cannot resolve."""
+
+    dtype: DType
+    site: CallSite
+    text: str
+
+
 class LocalCalls:
     def __init__(self, interpreter: Interpreter) -> None:
         self.interpreter = interpreter
@@ -160,6 +170,7 @@ class LocalCalls:
         self.memo: dict[MemoKey, Value] = {}
         self.in_progress: set[MemoKey] = set()
         self.opaque_calls: list[OpaqueCall] = []
+        self.model_casts: list[ModelCast] = []
 
     # --- calling a value -------------------------------------------------------------------
 
@@ -194,7 +205,7 @@ class LocalCalls:
         )
         worth_following = (
             force
-            or caller.active_region is not None
+            or caller.in_half
             or any(v.carries_half() for v in args.values)
             or bool(own_regions)
             or self.interpreter.opens_region(function)
@@ -214,6 +225,7 @@ class LocalCalls:
                 function=function,
                 self_class=self._dynamic_class(self_value, owner),
                 assumption=caller.assumption,
+                half_params=caller.half_params,
                 depth=caller.depth + 1,
             )
             if owner is not None and self_value is not None:
@@ -279,6 +291,9 @@ class LocalCalls:
             return None
         module_class = instance.rsplit(".", 1)[-1]
         inputs = [v.dtype for v in args.positional[:1]]
+        weighted = module_class in FLOAT32_OUTPUT_MODULES or module_class in PARAMETRIZED_MODULES
+        if frame.half_params is not None and frame.active_region is None and weighted:
+            return Value(frame.half_params)  # its weights were cast with the model
         if module_class in FLOAT32_OUTPUT_MODULES:
             return Value(FLOAT32)  # float32 weights looked up, never autocast
         if module_class not in NN_MODULE_OPS:
@@ -337,6 +352,10 @@ class LocalCalls:
         region, with tensor arguments, it is assumed to return the region's dtype, unless
         its name says it is no activation (a loss, metric, tokenizer, norm, embedding)."""
         region = frame.active_region
+        if region is None and frame.half_params is not None and args.carries_tensor_data():
+            if callee_name is not None and not is_activation_name(callee_name, autocast=False):
+                return UNKNOWN_VALUE
+            return Value(frame.half_params)  # a layer of the model cast to half
         if region is None or region.dtype not in (FLOAT16, BFLOAT16, None):
             return UNKNOWN_VALUE
         if not args.carries_tensor_data():
@@ -354,6 +373,11 @@ class LocalCalls:
             "Linear, convolution or matmul does"
         )
         return Value(dtype.assuming(why))
+
+    def cast_model(self, dtype: DType, site: cst.Call) -> None:
+        """Record `model.half()` of a model amp-lint cannot resolve, for dispatch."""
+        site_line = CallSite(self.interpreter.facts.path, site, self._line)
+        self.model_casts.append(ModelCast(dtype, site_line, source_text(site)))
 
     # --- parameters ------------------------------------------------------------------------
 
@@ -393,6 +417,13 @@ class LocalCalls:
                 default = self.interpreter.default_value(param.default)
                 if caller_seen or default.dtype.kind is not DTypeKind.NONE:
                     frame.env.set(name, default)
+
+
+def parameter_names(function: cst.FunctionDef, *, skip_self: bool) -> list[str]:
+    params = [*function.params.posonly_params, *function.params.params]
+    if skip_self and params and not is_static(function):
+        params = params[1:]
+    return [p.name.value for p in (*params, *function.params.kwonly_params)]
 
 
 def is_static(function: cst.FunctionDef) -> bool:

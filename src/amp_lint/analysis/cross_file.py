@@ -60,6 +60,7 @@ class CrossFileCalls:
             function=function,
             self_class=owner,
             assumption=entry.assumption,
+            half_params=entry.half_params,
             depth=entry.depth,
         )
         if owner is not None:
@@ -119,6 +120,7 @@ class CrossFileCalls:
             entry.chain,
             entry.assumption,
             entry.depth,
+            entry.half_params,
         )
 
     def assumed_methods(self, assumption: ClassAssumption) -> list[cst.FunctionDef]:
@@ -188,6 +190,25 @@ class CrossFileCalls:
             target = callee.cross_file._project_target(reexported)
         return None
 
+    def imported_value(self, qualified: str) -> Value | None:
+        """The value a module-level name of another linted file holds (`NEAR_INF = 1e20`
+        imported from `utils.torch`), following re-exports; None when it is not one."""
+        target = self._project_target(qualified)
+        for _ in range(MAX_CALL_DEPTH):
+            if target is None or target.path == self.interpreter.facts.path:
+                return None
+            callee = self._loaded(target.path)
+            if callee is None:
+                return None
+            value = callee.module_env.get(target.attribute)
+            if value is not None:
+                return value.portable()
+            reexported = callee.facts.names.bindings.get(target.attribute)
+            if reexported is None:
+                return None
+            target = callee.cross_file._project_target(reexported)
+        return None
+
     def _loaded(self, path: str) -> Interpreter | None:
         loader = self.interpreter.loader
         callee = loader.interpreter_for(path) if loader is not None else None
@@ -211,9 +232,7 @@ class CrossFileCalls:
         class outside the linted files), which is then a call amp-lint cannot see into."""
         if path == self.interpreter.facts.path:
             return UNKNOWN_VALUE
-        worth_following = caller.active_region is not None or any(
-            v.carries_half() for v in args.values
-        )
+        worth_following = caller.in_half or any(v.carries_half() for v in args.values)
         if not worth_following or caller.depth >= MAX_CALL_DEPTH:
             return UNKNOWN_VALUE
         positional: tuple[Value, ...] = ()
@@ -231,6 +250,7 @@ class CrossFileCalls:
             tuple(str(step) for step in (*caller.chain, here)),
             caller.assumption,
             caller.depth + 1,
+            caller.half_params,
         )
         self.interpreter.outgoing.setdefault(entry.key, entry)
         return self._external_result(entry)

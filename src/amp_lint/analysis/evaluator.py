@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from amp_lint.analysis import semantics
-from amp_lint.analysis.calling import Arguments
+from amp_lint.analysis.calling import Arguments, is_model_name
 from amp_lint.analysis.calls import LOCAL_PREFIX
 from amp_lint.analysis.containers import Containers
 from amp_lint.analysis.dtypes import (
@@ -23,6 +23,7 @@ from amp_lint.analysis.dtypes import (
     OTHER,
     SCALAR,
     DTypeKind,
+    half,
     promote,
 )
 from amp_lint.analysis.frames import Frame
@@ -30,6 +31,7 @@ from amp_lint.analysis.names import dotted_name
 from amp_lint.analysis.outline import child_nodes, source_text
 from amp_lint.analysis.regions import region_from_call
 from amp_lint.analysis.torch_calls import TorchCalls
+from amp_lint.analysis.training_setup import cast_precision
 from amp_lint.analysis.values import UNKNOWN_VALUE, Origin, Value, join_values
 
 if TYPE_CHECKING:
@@ -121,7 +123,9 @@ class Evaluator:
         if isinstance(node, cst.Subscript):
             return self.containers.subscript(node, self.evaluate(node.value, frame), frame)
         if isinstance(node, cst.IfExp):
-            self.evaluate(node.test, frame)
+            truth = self.evaluate(node.test, frame).truth
+            if truth is not None:
+                return self.evaluate(node.body if truth else node.orelse, frame)
             return join_values(self.evaluate(node.body, frame), self.evaluate(node.orelse, frame))
         if isinstance(node, cst.NamedExpr):
             value = self.evaluate(node.value, frame)
@@ -188,15 +192,19 @@ class Evaluator:
     def _name(self, node: cst.Name, frame: Frame) -> Value:
         name = node.value
         if name == "None":
-            return Value(NONE)
+            return Value(NONE, truth=False)
         if name in ("True", "False"):
-            return Value(OTHER)
+            return Value(OTHER, truth=name == "True")
         found = frame.env.get(name) or self.interpreter.module_env.get(name)
         if found is not None:
             return found
         if name in self.index.functions:
             return Value(OTHER, function=self.index.functions[name])
-        return Value(OTHER) if name in self.names.bindings else UNKNOWN_VALUE
+        qualified = self.names.bindings.get(name)
+        if qualified is None:
+            return UNKNOWN_VALUE
+        imported = self.interpreter.cross_file.imported_value(qualified)
+        return imported if imported is not None else Value(OTHER)
 
     def _attribute(self, node: cst.Attribute, frame: Frame) -> Value:
         dotted = dotted_name(node)
@@ -218,7 +226,11 @@ class Evaluator:
         owner = self.index.class_for_qualified(base.instance_of)
         if owner is not None:
             found = self.interpreter.instances.attribute(owner, attribute)
-            return found if found is not None else UNKNOWN_VALUE
+            if found is None:
+                return UNKNOWN_VALUE
+            if frame.half_params is not None and found.dtype.kind is DTypeKind.FLOAT32:
+                return Value(frame.half_params)  # a parameter or buffer cast with the model
+            return found
         if base.elements is not None and attribute in _TUPLE_FIELDS:
             found = base.element(_TUPLE_FIELDS[attribute])  # `x.max(dim=1).values`
             return found if found is not None else UNKNOWN_VALUE
@@ -265,7 +277,8 @@ class Evaluator:
     def _unary(self, node: cst.UnaryOperation, frame: Frame) -> Value:
         operand = self.evaluate(node.expression, frame)
         if isinstance(node.operator, cst.Not):
-            return Value(OTHER)
+            truth = None if operand.truth is None else not operand.truth
+            return Value(OTHER, truth=truth)
         if isinstance(node.operator, cst.BitInvert) and operand.dtype.kind is DTypeKind.UNKNOWN:
             # `~mask`: only bool and integer tensors (or Python ints) can be inverted.
             return Value(BOOL)
@@ -275,8 +288,13 @@ class Evaluator:
         return Value(operand.dtype, constant=constant)
 
     def _comparison(self, node: cst.Comparison, frame: Frame) -> Value:
-        dtypes = [self.evaluate(node.left, frame).dtype]
+        left = self.evaluate(node.left, frame)
+        dtypes = [left.dtype]
         dtypes += [self.evaluate(target.comparator, frame).dtype for target in node.comparisons]
+        if len(node.comparisons) == 1:
+            truth = _is_none_test(left, node.comparisons[0])
+            if truth is not None:
+                return Value(OTHER, truth=truth)
         return Value(BOOL) if any(d.is_known_tensor for d in dtypes) else UNKNOWN_VALUE
 
     # --- calls -----------------------------------------------------------------------------
@@ -359,6 +377,9 @@ class Evaluator:
         dict_value = self.containers.dict_method(method, receiver)
         if dict_value is not None:
             return dict_value
+        cast = self._model_cast(receiver, receiver_node, node)
+        if cast is not None:
+            return cast
         if method == "forward" and receiver.dtype.kind is DTypeKind.UNKNOWN:
             return self._opaque(receiver, dotted_name(receiver_node), args, node, frame)
         value = self.torch_calls.tensor_method(method, receiver, node, frame)
@@ -368,6 +389,25 @@ class Evaluator:
                 return Value(value.dtype, conversion=node, integer_from=from_half)
             return Value(value.dtype, conversion=node)
         return value
+
+    def _model_cast(
+        self, receiver: Value, receiver_node: cst.BaseExpression, node: cst.Call
+    ) -> Value | None:
+        """`self.model = self.model.half()` of a model amp-lint cannot resolve: recorded, so
+        that the project's modules run with half parameters; the module itself is returned."""
+        precision = cast_precision(node, self.names)
+        if precision is None:
+            return None
+        name = dotted_name(receiver_node)
+        is_model = receiver.instance_of is not None and not receiver.instance_of.startswith(
+            "torch."
+        )
+        if not is_model and not (
+            receiver.dtype.kind is DTypeKind.UNKNOWN and name is not None and is_model_name(name)
+        ):
+            return None
+        self.calls.cast_model(half(precision), node)
+        return receiver if receiver.instance_of is not None else UNKNOWN_VALUE
 
     def _opaque(
         self, callee: Value, name: str | None, args: Arguments, node: cst.Call, frame: Frame
@@ -421,6 +461,23 @@ class Evaluator:
             keys=first.keys,
             each=first.each,
         )
+
+
+def _is_none_test(left: Value, comparison: cst.ComparisonTarget) -> bool | None:
+    """The result of `x is None` / `x is not None` where x is None, or certainly an object."""
+    operator = comparison.operator
+    if not isinstance(operator, (cst.Is, cst.IsNot)):
+        return None
+    comparator = comparison.comparator
+    if not (isinstance(comparator, cst.Name) and comparator.value == "None"):
+        return None
+    if left.dtype.kind is DTypeKind.NONE:
+        is_none = True
+    elif left.dtype.is_known_tensor or left.instance_of or left.function or left.is_container:
+        is_none = False
+    else:
+        return None
+    return is_none if isinstance(operator, cst.Is) else not is_none
 
 
 def _fold(op: str | None, left: float | None, right: float | None) -> float | None:

@@ -28,6 +28,9 @@ class Frame:
     self_class: ClassInfo | None = None
     # Why this frame is analysed under autocast when no caller was seen ("assumed ...").
     assumption: str | None = None
+    # The dtype the model's parameters were cast to (`model.half()`), resting on the
+    # assumption that this code is part of that model; None for float32 parameters.
+    half_params: DType | None = None
     depth: int = 0
     returns: list[Value] = field(default_factory=list)
     # Values of the current statement's expressions, by node identity.
@@ -42,6 +45,12 @@ class Frame:
     def active_region(self) -> AutocastRegion | None:
         region = self.region
         return region if region is not None and region.is_active else None
+
+    @property
+    def in_half(self) -> bool:
+        """Under an enabled autocast region, or in a model cast to half: worth following
+        calls from here, and calls amp-lint cannot see into return half values."""
+        return self.active_region is not None or self.half_params is not None
 
 
 @dataclass(frozen=True)

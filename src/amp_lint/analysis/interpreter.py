@@ -16,10 +16,10 @@ from typing import Protocol
 
 import libcst as cst
 
-from amp_lint.analysis.calling import LocalCalls, is_activation_name
+from amp_lint.analysis.calling import LocalCalls, is_activation_name, parameter_names
 from amp_lint.analysis.calls import ClassInfo, build_index
 from amp_lint.analysis.cross_file import CrossFileCalls
-from amp_lint.analysis.dtypes import OTHER
+from amp_lint.analysis.dtypes import OTHER, DType
 from amp_lint.analysis.entry_points import assumed_entry_points, decorator_regions
 from amp_lint.analysis.evaluator import Evaluator
 from amp_lint.analysis.frames import ExecutionContext, Frame
@@ -38,6 +38,7 @@ from amp_lint.analysis.project import (
     ClassAssumption,
     EntryContext,
     ProjectIndex,
+    dispatch_key,
     portable_region,
 )
 from amp_lint.analysis.regions import AutocastRegion, accelerate_settings, region_from_call
@@ -104,40 +105,57 @@ class Interpreter:
             for function, region, why in roots:
                 self.run_root(function, (region,), why)
         for assumption in assumptions:
-            for function in self.cross_file.assumed_methods(assumption):
-                self.run_root(function, (assumption.region,), assumption.why)
+            self.run_assumed(assumption)
         for entry in entries:
             self.cross_file.run_entry(entry)
         self._dispatch_own_modules()
 
+    def run_assumed(self, assumption: ClassAssumption) -> None:
+        """The methods an assumption names, run under its region or with its half
+        parameters."""
+        regions = (assumption.region,) if assumption.region is not None else ()
+        for function in self.cross_file.assumed_methods(assumption):
+            self.run_root(function, regions, assumption.why, half_params=assumption.half_params)
+
     def dispatched(self) -> list[ClassAssumption]:
-        """For each region that called something amp-lint could not resolve (a model given
-        as a parameter, built by a registry or a config): the project's modules near this
-        file may be what it called, so their `forward`s run under that region."""
-        found: dict[tuple[object, ...], ClassAssumption] = {}
+        """Where this file runs a model amp-lint cannot resolve (one given as a parameter,
+        built by a registry or a config): under an autocast region, or after casting it to
+        half (`self.model = self.model.half()`). The project's modules near this file may be
+        that model, so their `forward`s run under that region or with half parameters."""
+        found: dict[object, ClassAssumption] = {}
         for call in self.calls.opaque_calls:
             region = portable_region(call.region)
-            if region.key in found:
-                continue
             why = (
                 f"assumed to run under the {region.describe()} of {call.site}, where "
                 f"`{call.text}` calls a model amp-lint cannot resolve"
             )
-            found[region.key] = ClassAssumption((), ("forward",), region, why, near=self.facts.path)
+            assumption = ClassAssumption((), ("forward",), region, why, near=self.facts.path)
+            found.setdefault(dispatch_key(assumption), assumption)
+        for cast in self.calls.model_casts:
+            why = (
+                f"assumed to run with {cast.dtype.describe()} parameters: `{cast.text}` at "
+                f"{cast.site} casts a model amp-lint cannot resolve"
+            )
+            dtype = cast.dtype.assuming(
+                f"the model's parameters are {cast.dtype.describe()} ({why})"
+            )
+            assumption = ClassAssumption(
+                (), ("forward",), None, why, near=self.facts.path, half_params=dtype
+            )
+            found.setdefault(dispatch_key(assumption), assumption)
         return list(found.values())
 
     def _dispatch_own_modules(self) -> None:
         """Apply this file's own dispatch assumptions to its classes, until running their
-        forwards opens no new region."""
-        applied: set[tuple[object, ...]] = set()
+        forwards dispatches nothing new."""
+        applied: set[object] = set()
         while True:
-            new = [a for a in self.dispatched() if a.region.key not in applied]
+            new = [a for a in self.dispatched() if dispatch_key(a) not in applied]
             if not new:
                 return
             for assumption in new:
-                applied.add(assumption.region.key)
-                for function in self.cross_file.assumed_methods(assumption):
-                    self.run_root(function, (assumption.region,), assumption.why)
+                applied.add(dispatch_key(assumption))
+                self.run_assumed(assumption)
 
     def run_root(
         self,
@@ -145,20 +163,32 @@ class Interpreter:
         regions: tuple[AutocastRegion, ...],
         why: str | None,
         self_class: ClassInfo | None = None,
+        *,
+        half_params: DType | None = None,
     ) -> None:
         """Analyse a function with unknown arguments (parameters with defaults get them);
         a method runs with `self` an instance of `self_class` (a subclass that inherits it)
-        or of the class defining it."""
+        or of the class defining it. In a model cast to half, its inputs are taken to be
+        half too (they are the activations of the layers before it)."""
         owner = self.index.owner.get(id(function))
         self_class = self_class or owner
         frame = Frame(
-            env=Env(), regions=regions, self_class=self_class, function=function, assumption=why
+            env=Env(),
+            regions=regions,
+            self_class=self_class,
+            function=function,
+            assumption=why,
+            half_params=half_params,
         )
         if self_class is not None:
             frame.env.set("self", Value(OTHER, instance_of=self_class.qualified))
         self.calls.bind_values(
             function, [], {}, frame, skip_self=owner is not None, caller_seen=False
         )
+        if half_params is not None:
+            for name in parameter_names(function, skip_self=owner is not None):
+                if frame.env.get(name) is None:
+                    frame.env.set(name, Value(half_params))
         self.exec_suite(function.body, frame)
 
     def run_module_body(self, *, report: bool = True) -> None:
@@ -244,8 +274,17 @@ class Interpreter:
                 self._evaluate_target(element.value, frame)
 
     def _exec_if(self, statement: cst.If, frame: Frame) -> None:
-        self.evaluator.evaluate(statement.test, frame)
+        truth = self.evaluator.evaluate(statement.test, frame).truth
         self._dispatch(statement.test, statement, frame)
+        if truth is True:
+            self.exec_suite(statement.body, frame)  # `if x is None:` with x bound to None
+            return
+        if truth is False:
+            if isinstance(statement.orelse, cst.If):
+                self.exec_statement(statement.orelse, frame)
+            elif isinstance(statement.orelse, cst.Else):
+                self.exec_suite(statement.orelse.body, frame)
+            return
         before = frame.env
         frame.env = before.copy()
         self.exec_suite(statement.body, frame)

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from amp_lint.analysis.autocast_region import AutocastRegion
+from amp_lint.analysis.dtypes import DType
 from amp_lint.analysis.values import Value
 
 # Instances of classes defined in other linted files: "project:<path>:<Class>".
@@ -50,8 +51,11 @@ class ProjectIndex:
         for path in paths:
             absolute = _absolute(path)
             index.by_absolute[absolute] = path
+        packages = {
+            os.path.dirname(a) for a in index.by_absolute if os.path.basename(a) == "__init__.py"
+        }
         for absolute, path in index.by_absolute.items():
-            for name in _dotted_suffixes(absolute):
+            for name in _dotted_suffixes(absolute, packages):
                 index.by_name.setdefault(name, []).append(path)
         return index
 
@@ -103,7 +107,10 @@ def _absolute(path: str) -> str:
     return os.path.normpath(os.path.abspath(path))
 
 
-def _dotted_suffixes(absolute: str) -> list[str]:
+def _dotted_suffixes(absolute: str, packages: set[str]) -> list[str]:
+    """The dotted names an absolute import may reach this file by: `parlai.utils.torch` for
+    parlai/utils/torch.py, but not `torch` or `utils.torch` when parlai/utils/ and parlai/
+    are packages (a linted `__init__.py`), whose modules only their full name reaches."""
     stem, _ = os.path.splitext(absolute)
     parts = [p for p in stem.split(os.sep) if p]
     if parts and parts[-1] == "__init__":
@@ -115,7 +122,9 @@ def _dotted_suffixes(absolute: str) -> list[str]:
         suffix = parts[-length:]
         if not all(p.isidentifier() for p in suffix):
             break
-        names.append(".".join(suffix))
+        parent = os.sep + os.path.join(*parts[:-length]) if len(parts) > length else os.sep
+        if parent not in packages:
+            names.append(".".join(suffix))
     return names
 
 
@@ -132,6 +141,8 @@ class EntryContext:
     chain: tuple[str, ...] = ()  # "train.py:88", one per call from the region
     assumption: str | None = None
     depth: int = 0
+    # The caller runs in a model cast to half (Frame.half_params).
+    half_params: DType | None = None
 
     @property
     def key(self) -> tuple[object, ...]:
@@ -142,6 +153,7 @@ class EntryContext:
             tuple(r.key for r in self.regions),
             self.positional,
             self.keywords,
+            self.half_params,
         )
 
 
@@ -157,13 +169,26 @@ class ClassAssumption:
     # base class (nn.Module subclasses, also through bases in other files).
     class_names: tuple[str, ...]
     methods: tuple[str, ...]
-    region: AutocastRegion
+    # The autocast they run under; None for a model cast to half with no autocast.
+    region: AutocastRegion | None
     why: str
     # The linted file defining the class, when the assumption names one class.
     path: str | None = None
     # Only the files of the program around this one (ImportGraph.program): a region there
     # calls a model amp-lint cannot resolve, which may be any of their modules.
     near: str | None = None
+    # The dtype of the parameters, for a model cast to half (`model.half()`).
+    half_params: DType | None = None
+
+
+def dispatch_key(assumption: ClassAssumption) -> object:
+    """Dispatch assumptions from different calls under the same region (or casts to the same
+    dtype) analyse the same methods: one is enough. Others are kept whole."""
+    if assumption.near is None:
+        return assumption
+    precision = assumption.half_params.precision if assumption.half_params else None
+    region = assumption.region.key if assumption.region is not None else None
+    return ("dispatch", region, precision, assumption.methods)
 
 
 def portable_region(region: AutocastRegion) -> AutocastRegion:

@@ -65,6 +65,9 @@ class Value:
     alternatives: tuple[Value, ...] = ()
     # For a constant received as an argument: the caller's argument it came from.
     origin: Origin | None = None
+    # Whether the value is true, where that is known (`x is None` with x bound to None):
+    # an `if` on it runs one branch only.
+    truth: bool | None = None
     # `functools.partial(f, x, eps=1e-8)`: the arguments given in advance, positional ones
     # under the name None, for the function (or instance) this value calls.
     preset: tuple[tuple[str | None, Value], ...] = ()
@@ -131,6 +134,7 @@ def join_values(a: Value, b: Value) -> Value:
         function=a.function if a.function is b.function else None,
         bound_to=a.bound_to if a.bound_to == b.bound_to else None,
         preset=a.preset if a.preset == b.preset else (),
+        truth=a.truth if a.truth == b.truth else None,
         conversion=a.conversion if a.conversion is b.conversion else None,
         origin=a.origin if a.origin == b.origin else None,
         integer_from=a.integer_from if a.integer_from == b.integer_from else None,
@@ -221,17 +225,17 @@ class Env:
         return Env(self.values)
 
     def merge(self, other: Env, outer: Env | None = None) -> Env:
-        """Join two control-flow paths: names bound on one path only meet their value in
-        `outer` (the module, for a global cache filled on one path) or become unknown-ish."""
+        """Join two control-flow paths. A name bound on one path only is unbound on the
+        other, where reading it raises: where it is read, it holds the one value, unless
+        `outer` (the module) has one too (a global cache filled on one path)."""
         merged = Env()
         for name in self.values.keys() | other.values.keys():
             mine, theirs = self.values.get(name), other.values.get(name)
             if mine is None or theirs is None:
                 present = mine or theirs
                 assert present is not None
-                # Bound on one path only: keep what is not dtype-specific.
                 before = outer.get(name) if outer is not None else None
-                merged.values[name] = join_values(present, before or UNKNOWN_VALUE)
+                merged.values[name] = join_values(present, before) if before else present
             else:
                 merged.values[name] = join_values(mine, theirs)
         return merged

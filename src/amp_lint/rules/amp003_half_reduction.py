@@ -70,7 +70,6 @@ region whose dtype may be float16); bfloat16 has float32's range and is not flag
 autocast device that is not known statically, ops that CUDA upcasts and CPU does not are not
 flagged."""
     node_types = (cst.Call,)
-    accepts_assumptions = True
 
     def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
         assert isinstance(node, cst.Call)
