@@ -19,6 +19,8 @@ _FROM_IMPORT = re.compile(
 )
 _IMPORT = re.compile(rb"^[ \t]*import[ \t]+([^\n#;]+)", re.MULTILINE)
 _NAME = re.compile(r"[\w.]+")
+# A class decorated by a registry: `@register_model(...)`, `@MODELS.register_module()`.
+_REGISTERED = re.compile(rb"^[ \t]*@[\w.]*register\w*\b[^\n]*\n[ \t]*class ", re.MULTILINE)
 
 
 class ImportGraph:
@@ -26,15 +28,20 @@ class ImportGraph:
         self.sources = sources
         self.project = project
         self._imports: dict[str, frozenset[str]] | None = None
+        self._registries: set[str] | None = None
 
     def imports(self, path: str) -> frozenset[str]:
         """The linted files `path` imports directly."""
         return self._graph().get(path, frozenset())
 
     def program(self, path: str) -> set[str]:
-        """`path`, the files importing it, and everything these import, transitively."""
+        """The files a model run from `path` may come from: `path`, the files importing it,
+        everything these import, transitively, and the files of classes registered with a
+        registry (`@register_model("transformer")`, `@MODELS.register_module()`), which
+        configs build by name without an import in sight, with what they import."""
         graph = self._graph()
         roots = {path} | {other for other, imported in graph.items() if path in imported}
+        roots |= self._registering()
         reached: set[str] = set()
         pending = list(roots)
         while pending:
@@ -44,6 +51,13 @@ class ImportGraph:
             reached.add(current)
             pending.extend(graph.get(current, ()))
         return reached
+
+    def _registering(self) -> set[str]:
+        if self._registries is None:
+            self._registries = {
+                path for path, source in self.sources.items() if _REGISTERED.search(source)
+            }
+        return self._registries
 
     def _graph(self) -> dict[str, frozenset[str]]:
         if self._imports is None:
