@@ -56,16 +56,51 @@ _EINOPS_LAYERS = frozenset(
     for framework in ("torch",)
     for layer in ("Rearrange", "Reduce")
 )
-# Words in a callee's or a variable's name that say its value is not an activation.
-_NOT_ACTIVATIONS = frozenset(
-    """loss losses criterion criterions crit metric metrics tokenizer tokenize processor
-    evaluator evaluate accuracy acc embed embeds embedding embeddings sampler loader dataset
-    collate collator transform transforms augment scaler optimizer scheduler logger
-    writer""".split()
+# Words in a name that say the value it holds is no activation: a loss or a metric.
+_RESULTS = frozenset(
+    [
+        "loss",
+        "losses",
+        "criterion",
+        "criterions",
+        "crit",
+        "metric",
+        "metrics",
+        "evaluator",
+        "evaluate",
+        "accuracy",
+        "acc",
+        "scaler",
+        "optimizer",
+        "scheduler",
+        "logger",
+        "writer",
+    ]
+)
+# Words in a callee's name that say what it returns is no activation: tokens, data, float32
+# embeddings looked up by index.
+_NOT_LAYERS = _RESULTS | frozenset(
+    [
+        "tokenizer",
+        "tokenize",
+        "processor",
+        "embed",
+        "embeds",
+        "embedding",
+        "embeddings",
+        "sampler",
+        "loader",
+        "dataset",
+        "collate",
+        "collator",
+        "transform",
+        "transforms",
+        "augment",
+    ]
 )
 # Layers whose output CUDA autocast makes float32 (layer_norm, group_norm, softmax): not
 # half under autocast, though they are in a model cast to half.
-_FLOAT32_UNDER_AUTOCAST = frozenset("norm layernorm groupnorm rmsnorm ln softmax".split())
+_FLOAT32_UNDER_AUTOCAST = frozenset(["norm", "layernorm", "groupnorm", "rmsnorm", "ln", "softmax"])
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
@@ -98,11 +133,22 @@ def is_model_name(name: str) -> bool:
     return any(word.lower() in _MODEL_WORDS for word in _WORDS.findall(last))
 
 
-def is_activation_name(name: str, *, autocast: bool = True) -> bool:
-    """False for `criterion`, `self.loss_fn`, `loss_dict`, `tokenizer`; under autocast also
-    for `self.norm1` and `softmax`, which autocast runs in float32."""
-    words = {word.lower() for word in _WORDS.findall(name.rsplit(".", 1)[-1])}
-    if words & _NOT_ACTIVATIONS:
+def _words(name: str) -> set[str]:
+    return {word.lower() for word in _WORDS.findall(name.rsplit(".", 1)[-1])}
+
+
+def is_activation_name(name: str) -> bool:
+    """False for a variable or key that holds a loss or metric (`loss`, `loss_dict`,
+    `outputs["loss"]`, `metrics`)."""
+    return not _words(name) & _RESULTS
+
+
+def is_layer_name(name: str, *, autocast: bool = True) -> bool:
+    """False for a callee that returns no activation: `criterion`, `self.loss_fn`,
+    `tokenizer`, `self.embed`; under autocast also `self.norm1` and `softmax`, which
+    autocast runs in float32."""
+    words = _words(name)
+    if words & _NOT_LAYERS:
         return False
     return not (autocast and words & _FLOAT32_UNDER_AUTOCAST)
 
@@ -152,6 +198,7 @@ class OpaqueCall:
     region: AutocastRegion
     site: CallSite
     text: str
+    method: str = "forward"  # `model.forward_loss(batch)` runs forward_loss
 
 
 @dataclass(frozen=True)
@@ -346,14 +393,20 @@ class LocalCalls:
     # --- calls amp-lint cannot see into ----------------------------------------------------
 
     def opaque(
-        self, site: cst.Call, callee_name: str | None, args: Arguments, frame: Frame
+        self,
+        site: cst.Call,
+        callee_name: str | None,
+        args: Arguments,
+        frame: Frame,
+        *,
+        method: str = "forward",
     ) -> Value:
         """A call of something amp-lint cannot see into: under an enabled float16/bfloat16
         region, with tensor arguments, it is assumed to return the region's dtype, unless
         its name says it is no activation (a loss, metric, tokenizer, norm, embedding)."""
         region = frame.active_region
         if region is None and frame.half_params is not None and args.carries_tensor_data():
-            if callee_name is not None and not is_activation_name(callee_name, autocast=False):
+            if callee_name is not None and not is_layer_name(callee_name, autocast=False):
                 return UNKNOWN_VALUE
             return Value(frame.half_params)  # a layer of the model cast to half
         if region is None or region.dtype not in (FLOAT16, BFLOAT16, None):
@@ -364,8 +417,8 @@ class LocalCalls:
         if frame.assumption is None or region.spelling != LIBRARY_SPELLING:
             # The code it runs may be one of the project's modules, a loss among them.
             site_line = CallSite(self.interpreter.facts.path, site, self._line)
-            self.opaque_calls.append(OpaqueCall(region, site_line, text))
-        if callee_name is not None and not is_activation_name(callee_name):
+            self.opaque_calls.append(OpaqueCall(region, site_line, text, method))
+        if callee_name is not None and not is_layer_name(callee_name):
             return UNKNOWN_VALUE
         dtype = region.lower_precision
         why = (

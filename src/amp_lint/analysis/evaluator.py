@@ -380,8 +380,13 @@ class Evaluator:
         cast = self._model_cast(receiver, receiver_node, node)
         if cast is not None:
             return cast
-        if method == "forward" and receiver.dtype.kind is DTypeKind.UNKNOWN:
-            return self._opaque(receiver, dotted_name(receiver_node), args, node, frame)
+        receiver_name = dotted_name(receiver_node)
+        if receiver.dtype.kind is DTypeKind.UNKNOWN and (
+            method == "forward" or (receiver_name is not None and is_model_name(receiver_name))
+        ):
+            # `model.forward(x)`, `self.model.forward_loss(batch)`: a model's method.
+            name = receiver_name if method == "forward" else f"{receiver_name}.{method}"
+            return self.calls.opaque(node, name, args, frame, method=method)
         value = self.torch_calls.tensor_method(method, receiver, node, frame)
         if method in semantics.CONVERSION_METHODS or method in ("to", "type", "type_as"):
             from_half = receiver.dtype if receiver.dtype.is_half else None

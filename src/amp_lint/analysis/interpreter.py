@@ -129,7 +129,7 @@ class Interpreter:
                 f"assumed to run under the {region.describe()} of {call.site}, where "
                 f"`{call.text}` calls a model amp-lint cannot resolve"
             )
-            assumption = ClassAssumption((), ("forward",), region, why, near=self.facts.path)
+            assumption = ClassAssumption((), (call.method,), region, why, near=self.facts.path)
             found.setdefault(dispatch_key(assumption), assumption)
         for cast in self.calls.model_casts:
             why = (

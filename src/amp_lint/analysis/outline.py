@@ -49,7 +49,8 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
 def source_text(node: cst.CSTNode, limit: int = 40) -> str:
     """The node as written, on one line, shortened for messages."""
     text = " ".join(cst.Module([]).code_for_node(node).split())
-    text = text.replace("( ", "(").replace("[ ", "[").replace(", )", ")").replace(",)", ")")
+    for spaced, tight in (("( ", "("), ("[ ", "["), (" )", ")"), (" ]", "]")):
+        text = text.replace(spaced, tight)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -177,12 +177,22 @@ class TorchCalls:
         return UNKNOWN_VALUE
 
     def _sequence_dtypes(self, node: cst.BaseExpression, frame: Frame) -> list[DType]:
+        """The dtypes of the tensors `torch.cat(...)` or `torch.stack(...)` gets: a list
+        written there, a container held in a variable, or the parts of an opaque model's
+        output (`torch.stack(model(x).hidden_states)`)."""
         if isinstance(node, (cst.List, cst.Tuple)):
             return [
                 self.evaluator.evaluate(element.value, frame).dtype
                 for element in node.elements
                 if isinstance(element, cst.Element)
             ] or [UNKNOWN]
+        value = self.evaluator.evaluate(node, frame)
+        if value.elements:
+            return [element.dtype for element in value.elements]
+        if value.each is not None:
+            return [value.each.dtype]
+        if value.dtype.assumed:
+            return [value.dtype]
         return [UNKNOWN]
 
 

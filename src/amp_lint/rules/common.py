@@ -9,6 +9,7 @@ import libcst as cst
 from amp_lint.analysis.dtypes import DType
 from amp_lint.analysis.frames import ExecutionContext
 from amp_lint.analysis.names import dotted_name
+from amp_lint.analysis.outline import source_text
 from amp_lint.analysis.values import Origin
 from amp_lint.rules.base import Report
 
@@ -31,8 +32,8 @@ def outside_float16_range(constant: float | None) -> bool:
 
 
 def code(node: cst.CSTNode) -> str:
-    text = cst.Module([]).code_for_node(node)
-    return text if len(text) <= 40 else text[:37] + "..."
+    """The node as written, on one line (messages are one line), shortened."""
+    return source_text(node)
 
 
 def repeatable(node: cst.BaseExpression) -> bool:
