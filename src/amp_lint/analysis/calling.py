@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -454,9 +454,9 @@ class LocalCalls:
         caller_seen: bool = True,
     ) -> None:
         """Bind parameters to the values given, and the others to their defaults. Without a
-        caller in sight, a default of None stays unknown: callers usually pass the optional
-        tensor (the mask of `if mask is not None:`), while numbers are usually left as
-        they are (`eps=1e-8`)."""
+        caller in sight, a default is only a maybe: its value counts (`eps=1e-8` is usually
+        left as it is) but no branch is decided by it (callers pass the optional mask of
+        `if mask is not None:` and switch the flags of `if use_heinsen:`)."""
         params = list(function.params.posonly_params) + list(function.params.params)
         if skip_self and params and not is_static(function):
             params = params[1:]
@@ -468,8 +468,11 @@ class LocalCalls:
                 frame.env.set(name, keywords[name])
             elif param.default is not None:
                 default = self.interpreter.default_value(param.default)
-                if caller_seen or default.dtype.kind is not DTypeKind.NONE:
-                    frame.env.set(name, default)
+                if not caller_seen:
+                    # Maybe the default: `if use_heinsen:` and `if mask is not None:` run
+                    # both ways, and where the None is a tensor its dtype is another path's.
+                    default = replace(default, truth=None)
+                frame.env.set(name, default)
 
 
 def parameter_names(function: cst.FunctionDef, *, skip_self: bool) -> list[str]:

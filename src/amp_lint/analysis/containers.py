@@ -159,6 +159,8 @@ class Containers:
             return list(value.elements)
         if value.each is not None:
             return [value.each] * count
+        if value.dtype.kind is DTypeKind.NONE:
+            return [value] * count  # `cache_a, cache_kv = cache` where cache may be None
         if value.dtype.assumed:
             # `y_hat, attn, ... = net_g(x)`: the parts of an opaque model's output are taken
             # to be its activations too (names that say otherwise drop it when bound).

@@ -477,6 +477,8 @@ def _is_none_test(left: Value, comparison: cst.ComparisonTarget) -> bool | None:
     if not (isinstance(comparator, cst.Name) and comparator.value == "None"):
         return None
     if left.dtype.kind is DTypeKind.NONE:
+        if left.truth is None:
+            return None  # a parameter that may be None (its default, no caller seen)
         is_none = True
     elif left.dtype.is_known_tensor or left.instance_of or left.function or left.is_container:
         is_none = False

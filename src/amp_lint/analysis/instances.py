@@ -61,7 +61,7 @@ class InstanceAttributes:
         frame.env.set("self", Value(OTHER, instance_of=info.qualified))
         for name, value in inherited.values.items():
             frame.env.values[name] = value
-        self.interpreter.calls.bind_values(init, [], {}, frame, skip_self=True)
+        self.interpreter.calls.bind_values(init, [], {}, frame, skip_self=True, caller_seen=False)
         # Values only: `__init__` was analysed on its own, and is reported from there.
         with self.interpreter.observers_paused():
             self.interpreter.exec_suite(init.body, frame)
