@@ -471,7 +471,8 @@ class LocalCalls:
                 if not caller_seen:
                     # Maybe the default: `if use_heinsen:` and `if mask is not None:` run
                     # both ways, and where the None is a tensor its dtype is another path's.
-                    default = replace(default, truth=None)
+                    maybe_none = default.dtype.kind is DTypeKind.NONE
+                    default = replace(default, truth=None, maybe_none=maybe_none)
                 frame.env.set(name, default)
 
 

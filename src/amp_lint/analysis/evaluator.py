@@ -23,6 +23,7 @@ from amp_lint.analysis.dtypes import (
     OTHER,
     SCALAR,
     DTypeKind,
+    dtype_from_torch_name,
     half,
     promote,
 )
@@ -216,7 +217,7 @@ class Evaluator:
         if qualified is not None:
             if qualified in _MATH_CONSTANTS:
                 return Value(SCALAR, constant=_MATH_CONSTANTS[qualified])
-            return Value(OTHER)
+            return Value(OTHER, denotes=dtype_from_torch_name(qualified))
         attribute = node.attr.value
         if isinstance(node.value, cst.Call):
             constant = self._finfo_constant(node.value, attribute)
@@ -238,6 +239,8 @@ class Evaluator:
             return Value(base.dtype) if base.dtype.is_known_tensor else UNKNOWN_VALUE
         if attribute == "shape":
             return Value(SCALAR)
+        if attribute == "dtype":
+            return Value(OTHER, denotes=base.dtype if base.dtype.is_known_tensor else None)
         if attribute in semantics.NON_TENSOR_ATTRIBUTES:
             return Value(OTHER)
         return UNKNOWN_VALUE
@@ -476,9 +479,9 @@ def _is_none_test(left: Value, comparison: cst.ComparisonTarget) -> bool | None:
     comparator = comparison.comparator
     if not (isinstance(comparator, cst.Name) and comparator.value == "None"):
         return None
+    if left.maybe_none:
+        return None  # a parameter that may be None (its default, no caller seen)
     if left.dtype.kind is DTypeKind.NONE:
-        if left.truth is None:
-            return None  # a parameter that may be None (its default, no caller seen)
         is_none = True
     elif left.dtype.is_known_tensor or left.instance_of or left.function or left.is_container:
         is_none = False

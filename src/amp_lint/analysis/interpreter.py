@@ -187,8 +187,10 @@ class Interpreter:
         )
         if half_params is not None:
             for name in parameter_names(function, skip_self=owner is not None):
-                if frame.env.get(name) is None:
-                    frame.env.set(name, Value(half_params))
+                bound = frame.env.get(name)
+                if bound is None or bound.maybe_none:
+                    maybe_none = bound is not None
+                    frame.env.set(name, Value(half_params, maybe_none=maybe_none))
         self.exec_suite(function.body, frame)
 
     def run_module_body(self, *, report: bool = True) -> None:

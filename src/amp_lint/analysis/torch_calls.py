@@ -86,14 +86,16 @@ class TorchCalls:
         return current
 
     def _dtype_expression(self, node: cst.BaseExpression, frame: Frame) -> DType | None:
-        """The dtype an expression such as `torch.float16` or `y.dtype` denotes."""
+        """The dtype an expression such as `torch.float16`, `y.dtype` or a variable holding
+        one denotes; UNKNOWN for `y.dtype` of a tensor of unknown dtype; None when the
+        expression is no dtype (a device, a tensor)."""
         explicit = dtype_from_torch_name(self.names.qualified_name(node))
         if explicit is not None:
             return explicit
         if isinstance(node, cst.Attribute) and node.attr.value == "dtype":
             base = self.evaluator.evaluate(node.value, frame).dtype
             return base if base.is_known_tensor else UNKNOWN
-        return None
+        return self.evaluator.evaluate(node, frame).denotes
 
     def _dtype_keyword(self, node: cst.Call, frame: Frame) -> DType | None:
         """The dtype `dtype=` names: `torch.float16`, or another tensor's `x.dtype`."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from amp_lint.analysis.autocast_region import AutocastRegion
-from amp_lint.analysis.dtypes import OTHER, UNKNOWN, DType, join
+from amp_lint.analysis.dtypes import OTHER, UNKNOWN, DType, DTypeKind, join
 
 if TYPE_CHECKING:
     # Values that travel between processes (EntryContext) are portable: no syntax nodes,
@@ -68,6 +68,11 @@ class Value:
     # Whether the value is true, where that is known (`x is None` with x bound to None):
     # an `if` on it runs one branch only.
     truth: bool | None = None
+    # A dtype object (`torch.float16`, `x.dtype`, a variable holding one): the dtype it names.
+    denotes: DType | None = None
+    # An optional value that may be None (a parameter defaulting to None, no caller seen):
+    # `x is None` is not known, and where it is not None, `dtype` says what it is.
+    maybe_none: bool = False
     # `functools.partial(f, x, eps=1e-8)`: the arguments given in advance, positional ones
     # under the name None, for the function (or instance) this value calls.
     preset: tuple[tuple[str | None, Value], ...] = ()
@@ -114,6 +119,7 @@ class Value:
             elements=tuple(e.portable() for e in self.elements) if self.elements else None,
             keys=self.keys if self.elements else None,
             each=self.each.portable() if self.each is not None else None,
+            denotes=self.denotes,
         )
 
 
@@ -135,6 +141,10 @@ def join_values(a: Value, b: Value) -> Value:
         bound_to=a.bound_to if a.bound_to == b.bound_to else None,
         preset=a.preset if a.preset == b.preset else (),
         truth=a.truth if a.truth == b.truth else None,
+        denotes=a.denotes if a.denotes == b.denotes else None,
+        maybe_none=a.maybe_none
+        or b.maybe_none
+        or (a.dtype.kind is not b.dtype.kind and DTypeKind.NONE in (a.dtype.kind, b.dtype.kind)),
         conversion=a.conversion if a.conversion is b.conversion else None,
         origin=a.origin if a.origin == b.origin else None,
         integer_from=a.integer_from if a.integer_from == b.integer_from else None,
