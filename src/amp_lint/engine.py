@@ -154,7 +154,9 @@ def _analyse_module(
     honour_noqa: bool,
 ) -> FileAnalysis:
     rules = [rule_class() for rule_class in all_rules() if config.is_enabled(rule_class.code, path)]
-    facts = ModuleFacts(path=path, module=module, names=collect_names(module), config=config)
+    facts = ModuleFacts(
+        path=path, module=module, names=collect_names(module), config=config, source=source
+    )
     reports: list[tuple[Rule, Report]] = []
     loader = ProjectLoader.shared(context.project, config)
     observers = [RuleObserver(rule) for rule in rules if rule.node_types]
@@ -242,11 +244,14 @@ class ProjectLoader:
 
     def _load(self, path: str) -> Interpreter | None:
         try:
-            module = parse_source(Path(path).read_bytes(), path)
+            source = Path(path).read_bytes()
+            module = parse_source(source, path)
         except (OSError, SourceError):
             return None  # its own analysis reports the problem
         names = collect_names(module)
-        facts = ModuleFacts(path=path, module=module, names=names, config=self.config)
+        facts = ModuleFacts(
+            path=path, module=module, names=names, config=self.config, source=source
+        )
         interpreter = Interpreter(facts, [], self.project, self)
         interpreter.run_module_body(report=False)
         return interpreter

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from amp_lint.analysis.imports import ImportGraph
 from amp_lint.analysis.project import (
+    MAX_DISPATCH_TARGETS,
     ClassAssumption,
     EntryContext,
     ProjectContext,
@@ -153,7 +154,9 @@ class _Rounds:
         delivered: dict[str, list[ClassAssumption]] = {}
         for origin, assumption in found:
             for path in self._destinations(assumption):
-                if path == origin or (origin is None and path in self.own):
+                # A file applied its own framework settings; a dispatch reaches it too.
+                own = path == origin and assumption.near is None
+                if own or (origin is None and path in self.own):
                     continue
                 state = self.states[path]
                 key = dispatch_key(assumption)
@@ -172,7 +175,8 @@ class _Rounds:
                 self.imports = ImportGraph(self.sources, self.project)
             program = self.imports.program(assumption.near)
             words = [f"def {method}".encode() for method in assumption.methods]
-            return [p for p in sorted(program) if any(w in self.sources[p] for w in words)]
+            found = [p for p in sorted(program) if any(w in self.sources[p] for w in words)]
+            return found if len(found) <= MAX_DISPATCH_TARGETS else []
         names = [name.encode() for name in assumption.class_names]
         return [p for p, source in self.sources.items() if any(n in source for n in names)]
 

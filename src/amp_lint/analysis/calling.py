@@ -30,7 +30,7 @@ from amp_lint.analysis.dtypes import (
     DType,
     DTypeKind,
 )
-from amp_lint.analysis.entry_points import LIBRARY_SPELLING, decorator_regions
+from amp_lint.analysis.entry_points import decorator_regions
 from amp_lint.analysis.frames import MAX_CALL_DEPTH, Frame
 from amp_lint.analysis.outline import source_text
 from amp_lint.analysis.project import PROJECT_PREFIX
@@ -273,6 +273,7 @@ class LocalCalls:
                 self_class=self._dynamic_class(self_value, owner),
                 assumption=caller.assumption,
                 half_params=caller.half_params,
+                dispatched=caller.dispatched,
                 depth=caller.depth + 1,
             )
             if owner is not None and self_value is not None:
@@ -414,7 +415,7 @@ class LocalCalls:
         if not args.carries_tensor_data():
             return UNKNOWN_VALUE
         text = source_text(site)
-        if frame.assumption is None or region.spelling != LIBRARY_SPELLING:
+        if not frame.dispatched:
             # The code it runs may be one of the project's modules, a loss among them.
             site_line = CallSite(self.interpreter.facts.path, site, self._line)
             self.opaque_calls.append(OpaqueCall(region, site_line, text, method))
@@ -427,8 +428,10 @@ class LocalCalls:
         )
         return Value(dtype.assuming(why))
 
-    def cast_model(self, dtype: DType, site: cst.Call) -> None:
+    def cast_model(self, dtype: DType, site: cst.Call, frame: Frame) -> None:
         """Record `model.half()` of a model amp-lint cannot resolve, for dispatch."""
+        if frame.dispatched:
+            return
         site_line = CallSite(self.interpreter.facts.path, site, self._line)
         self.model_casts.append(ModelCast(dtype, site_line, source_text(site)))
 

@@ -6,7 +6,9 @@ interpreter, which keeps the state (memo, outgoing entries, dependencies)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -14,7 +16,7 @@ import libcst as cst
 from amp_lint.analysis.autocast_region import AutocastRegion
 from amp_lint.analysis.calling import Arguments, MemoKey
 from amp_lint.analysis.calls import LOCAL_PREFIX, CallSite, ClassInfo
-from amp_lint.analysis.dtypes import OTHER
+from amp_lint.analysis.dtypes import OTHER, SCALAR
 from amp_lint.analysis.entry_points import decorator_regions
 from amp_lint.analysis.frames import MAX_CALL_DEPTH, ForeignClass, Frame
 from amp_lint.analysis.project import (
@@ -61,6 +63,7 @@ class CrossFileCalls:
             self_class=owner,
             assumption=entry.assumption,
             half_params=entry.half_params,
+            dispatched=entry.dispatched,
             depth=entry.depth,
         )
         if owner is not None:
@@ -121,6 +124,7 @@ class CrossFileCalls:
             entry.assumption,
             entry.depth,
             entry.half_params,
+            entry.dispatched,
         )
 
     def assumed_methods(self, assumption: ClassAssumption) -> list[cst.FunctionDef]:
@@ -191,23 +195,17 @@ class CrossFileCalls:
         return None
 
     def imported_value(self, qualified: str) -> Value | None:
-        """The value a module-level name of another linted file holds (`NEAR_INF = 1e20`
-        imported from `utils.torch`), following re-exports; None when it is not one."""
+        """The number a module-level constant of another linted file holds (`NEAR_INF =
+        1e20` imported from `utils.torch`). Read with a pattern from that file's text, not
+        parsed: a parse for one constant costs as much as analysing a file."""
         target = self._project_target(qualified)
-        for _ in range(MAX_CALL_DEPTH):
-            if target is None or target.path == self.interpreter.facts.path:
-                return None
-            callee = self._loaded(target.path)
-            if callee is None:
-                return None
-            value = callee.module_env.get(target.attribute)
-            if value is not None:
-                return value.portable()
-            reexported = callee.facts.names.bindings.get(target.attribute)
-            if reexported is None:
-                return None
-            target = callee.cross_file._project_target(reexported)
-        return None
+        if target is None or target.path == self.interpreter.facts.path:
+            return None
+        constant = module_constant(target.path, target.attribute)
+        if constant is None:
+            return None
+        self.interpreter.dependencies.add(target.path)
+        return Value(SCALAR, constant=constant)
 
     def _loaded(self, path: str) -> Interpreter | None:
         loader = self.interpreter.loader
@@ -251,6 +249,7 @@ class CrossFileCalls:
             caller.assumption,
             caller.depth + 1,
             caller.half_params,
+            caller.dispatched,
         )
         self.interpreter.outgoing.setdefault(entry.key, entry)
         return self._external_result(entry)
@@ -263,11 +262,14 @@ class CrossFileCalls:
             where = self.interpreter.facts.positions[origin.node]
             resolved = replace(
                 origin,
+                written=origin.text,
+                called=origin.callee,
                 line=where.start.line,
                 column=where.start.column,
                 end_line=where.end.line,
                 end_column=where.end.column,
                 node=None,
+                call=None,
                 site=0,
             )
             value = replace(value, origin=resolved)
@@ -313,6 +315,26 @@ class CrossFileCalls:
         return self.interpreter.calls.run_memoised(
             key, function, lambda: self._entry_frame(entry, function, owner, regions)
         )
+
+
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_CONSTANT_TEXT: dict[str, bytes] = {}
+
+
+def module_constant(path: str, name: str) -> float | None:
+    """`NAME = -1e20` (or `NAME: float = 1e-8`) at the top level of a file."""
+    text = _CONSTANT_TEXT.get(path)
+    if text is None:
+        try:
+            text = Path(path).read_bytes()
+        except OSError:
+            return None
+        if len(_CONSTANT_TEXT) > 256:
+            _CONSTANT_TEXT.clear()
+        _CONSTANT_TEXT[path] = text
+    pattern = rf"^{re.escape(name)}[ \t]*(?::[^=\n]*)?=[ \t]*({_NUMBER})[ \t]*(?:#[^\n]*)?$"
+    match = re.search(pattern.encode(), text, re.MULTILINE)
+    return float(match.group(1)) if match else None
 
 
 def project_instance(target: ProjectTarget) -> str:

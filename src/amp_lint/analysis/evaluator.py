@@ -29,7 +29,7 @@ from amp_lint.analysis.dtypes import (
 )
 from amp_lint.analysis.frames import Frame
 from amp_lint.analysis.names import dotted_name
-from amp_lint.analysis.outline import child_nodes, source_text
+from amp_lint.analysis.outline import child_nodes
 from amp_lint.analysis.regions import region_from_call
 from amp_lint.analysis.torch_calls import TorchCalls
 from amp_lint.analysis.training_setup import cast_precision
@@ -164,13 +164,7 @@ class Evaluator:
         further up already."""
         if value.constant is None or value.origin is not None:
             return value
-        origin = Origin(
-            path=self.interpreter.facts.path,
-            callee=source_text(call.func),
-            text=source_text(node),
-            node=node,
-            site=id(node),
-        )
+        origin = Origin(path=self.interpreter.facts.path, node=node, call=call, site=id(node))
         return replace(value, origin=origin)
 
     def unpacked(
@@ -204,6 +198,10 @@ class Evaluator:
         qualified = self.names.bindings.get(name)
         if qualified is None:
             return UNKNOWN_VALUE
+        if not name.isupper():
+            return Value(OTHER)
+        # `NEAR_INF` from a linted module: constants are named in capitals, and only they are
+        # worth loading another module for.
         imported = self.interpreter.cross_file.imported_value(qualified)
         return imported if imported is not None else Value(OTHER)
 
@@ -380,7 +378,7 @@ class Evaluator:
         dict_value = self.containers.dict_method(method, receiver)
         if dict_value is not None:
             return dict_value
-        cast = self._model_cast(receiver, receiver_node, node)
+        cast = self._model_cast(receiver, receiver_node, node, frame)
         if cast is not None:
             return cast
         receiver_name = dotted_name(receiver_node)
@@ -399,7 +397,7 @@ class Evaluator:
         return value
 
     def _model_cast(
-        self, receiver: Value, receiver_node: cst.BaseExpression, node: cst.Call
+        self, receiver: Value, receiver_node: cst.BaseExpression, node: cst.Call, frame: Frame
     ) -> Value | None:
         """`self.model = self.model.half()` of a model amp-lint cannot resolve: recorded, so
         that the project's modules run with half parameters; the module itself is returned."""
@@ -414,7 +412,7 @@ class Evaluator:
             receiver.dtype.kind is DTypeKind.UNKNOWN and name is not None and is_model_name(name)
         ):
             return None
-        self.calls.cast_model(half(precision), node)
+        self.calls.cast_model(half(precision), node, frame)
         return receiver if receiver.instance_of is not None else UNKNOWN_VALUE
 
     def _opaque(

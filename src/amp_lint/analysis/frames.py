@@ -31,6 +31,9 @@ class Frame:
     # The dtype the model's parameters were cast to (`model.half()`), resting on the
     # assumption that this code is part of that model; None for float32 parameters.
     half_params: DType | None = None
+    # Analysed because a dispatch or library mode put it under autocast: a call it cannot
+    # see into does not dispatch again (which would turn every file into library mode).
+    dispatched: bool = False
     depth: int = 0
     returns: list[Value] = field(default_factory=list)
     # Values of the current statement's expressions, by node identity.

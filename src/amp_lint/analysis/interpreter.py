@@ -20,7 +20,11 @@ from amp_lint.analysis.calling import LocalCalls, is_activation_name, parameter_
 from amp_lint.analysis.calls import ClassInfo, build_index
 from amp_lint.analysis.cross_file import CrossFileCalls
 from amp_lint.analysis.dtypes import OTHER, DType
-from amp_lint.analysis.entry_points import assumed_entry_points, decorator_regions
+from amp_lint.analysis.entry_points import (
+    LIBRARY_SPELLING,
+    assumed_entry_points,
+    decorator_regions,
+)
 from amp_lint.analysis.evaluator import Evaluator
 from amp_lint.analysis.frames import ExecutionContext, Frame
 from amp_lint.analysis.instances import InstanceAttributes
@@ -35,6 +39,7 @@ from amp_lint.analysis.outline import (
     walk_function_statements,
 )
 from amp_lint.analysis.project import (
+    MAX_DISPATCH_TARGETS,
     ClassAssumption,
     EntryContext,
     ProjectIndex,
@@ -108,14 +113,25 @@ class Interpreter:
             self.run_assumed(assumption)
         for entry in entries:
             self.cross_file.run_entry(entry)
-        self._dispatch_own_modules()
+        if self.project is None:
+            self._dispatch_own_modules()
 
     def run_assumed(self, assumption: ClassAssumption) -> None:
         """The methods an assumption names, run under its region or with its half
-        parameters."""
+        parameters; a dispatch to more of this file's classes than a program may hold is
+        not guessed (see MAX_DISPATCH_TARGETS)."""
         regions = (assumption.region,) if assumption.region is not None else ()
-        for function in self.cross_file.assumed_methods(assumption):
-            self.run_root(function, regions, assumption.why, half_params=assumption.half_params)
+        functions = self.cross_file.assumed_methods(assumption)
+        if assumption.near is not None and len(functions) > MAX_DISPATCH_TARGETS:
+            return
+        for function in functions:
+            self.run_root(
+                function,
+                regions,
+                assumption.why,
+                half_params=assumption.half_params,
+                dispatched=assumption.near is not None,
+            )
 
     def dispatched(self) -> list[ClassAssumption]:
         """Where this file runs a model amp-lint cannot resolve (one given as a parameter,
@@ -125,16 +141,17 @@ class Interpreter:
         found: dict[object, ClassAssumption] = {}
         for call in self.calls.opaque_calls:
             region = portable_region(call.region)
+            # The file, not the line: a line needs positions, which cost a parse.
             why = (
-                f"assumed to run under the {region.describe()} of {call.site}, where "
+                f"assumed to run under the {region.describe()} in {call.site.path}, where "
                 f"`{call.text}` calls a model amp-lint cannot resolve"
             )
             assumption = ClassAssumption((), (call.method,), region, why, near=self.facts.path)
             found.setdefault(dispatch_key(assumption), assumption)
         for cast in self.calls.model_casts:
             why = (
-                f"assumed to run with {cast.dtype.describe()} parameters: `{cast.text}` at "
-                f"{cast.site} casts a model amp-lint cannot resolve"
+                f"assumed to run with {cast.dtype.describe()} parameters: `{cast.text}` in "
+                f"{cast.site.path} casts a model amp-lint cannot resolve"
             )
             dtype = cast.dtype.assuming(
                 f"the model's parameters are {cast.dtype.describe()} ({why})"
@@ -146,8 +163,9 @@ class Interpreter:
         return list(found.values())
 
     def _dispatch_own_modules(self) -> None:
-        """Apply this file's own dispatch assumptions to its classes, until running their
-        forwards dispatches nothing new."""
+        """A file analysed on its own (the flake8 plugin) applies its dispatch assumptions to
+        its own classes; in a project they reach this file like any other, in a later
+        round, within the program's bounds."""
         applied: set[object] = set()
         while True:
             new = [a for a in self.dispatched() if dispatch_key(a) not in applied]
@@ -165,6 +183,7 @@ class Interpreter:
         self_class: ClassInfo | None = None,
         *,
         half_params: DType | None = None,
+        dispatched: bool = False,
     ) -> None:
         """Analyse a function with unknown arguments (parameters with defaults get them);
         a method runs with `self` an instance of `self_class` (a subclass that inherits it)
@@ -179,6 +198,7 @@ class Interpreter:
             function=function,
             assumption=why,
             half_params=half_params,
+            dispatched=dispatched or any(r.spelling == LIBRARY_SPELLING for r in regions),
         )
         if self_class is not None:
             frame.env.set("self", Value(OTHER, instance_of=self_class.qualified))

@@ -19,6 +19,8 @@ class ModuleFacts:
     names: ModuleNames
     config: Config
     _positions: Mapping[cst.CSTNode, CodeRange] | None = field(default=None, repr=False)
+    # The bytes the module was parsed from, when the caller has them (for cheap lines).
+    source: bytes | None = field(default=None, repr=False)
 
     @property
     def positions(self) -> Mapping[cst.CSTNode, CodeRange]:
@@ -30,4 +32,12 @@ class ModuleFacts:
         return self._positions
 
     def line_of(self, node: cst.CSTNode) -> int:
+        """The node's first line. Without positions computed yet, found by the node's own
+        code when it occurs once in the source (positions cost as much as a parse, and a
+        chain of calls needs a few lines of files that often have nothing to report)."""
+        if self._positions is None and self.source is not None:
+            text = cst.Module([]).code_for_node(node).encode()
+            start = self.source.find(text) if text else -1
+            if start >= 0 and self.source.find(text, start + 1) < 0:
+                return self.source.count(b"\n", 0, start) + 1
         return self.positions[node].start.line

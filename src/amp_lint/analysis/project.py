@@ -21,6 +21,10 @@ from amp_lint.analysis.values import Value
 
 # Instances of classes defined in other linted files: "project:<path>:<Class>".
 PROJECT_PREFIX = "project:"
+# Modules (files, or a file's own classes) a dispatch may reach: beyond this, the program is a
+# model zoo, which of its modules an opaque call runs is anyone's guess, and guessing all of
+# them is library mode (`--assume-autocast`), which the user asks for.
+MAX_DISPATCH_TARGETS = 64
 # Longest dotted suffix of a path recorded as a module name; deeper imports are rare.
 _MAX_NAME_PARTS = 8
 
@@ -143,6 +147,8 @@ class EntryContext:
     depth: int = 0
     # The caller runs in a model cast to half (Frame.half_params).
     half_params: DType | None = None
+    # The caller was analysed because of a dispatch (Frame.dispatched).
+    dispatched: bool = False
 
     @property
     def key(self) -> tuple[object, ...]:
@@ -154,6 +160,7 @@ class EntryContext:
             self.positional,
             self.keywords,
             self.half_params,
+            self.dispatched,
         )
 
 

@@ -19,19 +19,36 @@ if TYPE_CHECKING:
 class Origin:
     """Where a constant passed into a function was written: an argument of the call that
     passed it. A hazard it causes in the callee is the caller's to fix, so it is reported
-    there. `node` is the argument itself while the caller's module is the one analysed;
-    across files only its position travels."""
+    there. While the caller's module is the one analysed, `node` is the argument and `call`
+    the call (their text is made only for a report: it costs a code generation); across
+    files their text and position travel instead."""
 
     path: str
-    callee: str  # the called function as written at the call: "util.replace_masked_values"
-    text: str  # the argument as written: "-1e20"
+    written: str = ""  # the argument as written: "-1e20"
+    called: str = ""  # the called function as written: "util.replace_masked_values"
     line: int = 0
     column: int = 0
     end_line: int = 0
     end_column: int = 0
-    # While unresolved (same module): the argument node, and its identity for equality.
     node: cst.CSTNode | None = field(default=None, compare=False)
-    site: int = 0
+    call: cst.Call | None = field(default=None, compare=False)
+    site: int = 0  # identity of `node`, for equality while unresolved
+
+    @property
+    def text(self) -> str:
+        if self.node is None:
+            return self.written
+        from amp_lint.analysis.outline import source_text  # libcst: only with a node
+
+        return source_text(self.node)
+
+    @property
+    def callee(self) -> str:
+        if self.call is None:
+            return self.called
+        from amp_lint.analysis.outline import source_text  # libcst: only with a node
+
+        return source_text(self.call.func)
 
 
 @dataclass(frozen=True)
