@@ -242,7 +242,7 @@ def test_calls_are_followed_with_argument_dtypes() -> None:
     assert ("unknown", "none") in seen
 
 
-def test_forward_assumed_only_when_file_uses_fp16() -> None:
+def test_forward_assumed_when_file_uses_autocast() -> None:
     model = textwrap.dedent(
         """
         import torch
@@ -259,8 +259,9 @@ def test_forward_assumed_only_when_file_uses_fp16() -> None:
     with_scaler = model + "scaler = torch.amp.GradScaler('cuda')\n"
     assert ("float16", "cuda/float16/on") in reveal(with_scaler)
     assert reveal(with_scaler, Config(forward_under_autocast=False)) == [("unknown", "none")]
+    # A file whose regions are all bfloat16 runs its forwards under bfloat16.
     bf16_only = model + "with torch.autocast('cuda', dtype=torch.bfloat16):\n    pass\n"
-    assert reveal(bf16_only) == [("unknown", "none")]
+    assert ("bfloat16", "cuda/bfloat16/on") in reveal(bf16_only)
 
 
 def test_configured_autocast_function() -> None:

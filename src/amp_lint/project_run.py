@@ -167,18 +167,25 @@ class _Rounds:
                 delivered.setdefault(path, []).append(assumption)
         return delivered
 
+    def _imports(self) -> ImportGraph:
+        if self.imports is None:
+            self.imports = ImportGraph(self.sources, self.project)
+        return self.imports
+
     def _destinations(self, assumption: ClassAssumption) -> list[str]:
         if assumption.path is not None:
             return [assumption.path] if assumption.path in self.sources else []
         if assumption.near is not None:
-            if self.imports is None:
-                self.imports = ImportGraph(self.sources, self.project)
-            program = self.imports.program(assumption.near)
+            program = self._imports().program(assumption.near)
             words = [f"def {method}".encode() for method in assumption.methods]
             found = [p for p in sorted(program) if any(w in self.sources[p] for w in words)]
             return found if len(found) <= MAX_DISPATCH_TARGETS else []
         names = [name.encode() for name in assumption.class_names]
-        return [p for p, source in self.sources.items() if any(n in source for n in names)]
+        naming = {p for p, source in self.sources.items() if any(n in source for n in names)}
+        # Subclasses of their classes (`class Model(BaseModel)`, BaseModel a LightningModule
+        # in another file) are in files importing them.
+        subclassing = self._imports().importers(naming) if naming else set()
+        return sorted(p for p in subclassing if b"class " in self.sources[p])
 
     def _absorb(self, outcomes: Iterable[Outcome]) -> dict[str, list[EntryContext]]:
         """Record findings and errors; return the entries not analysed yet, by file."""

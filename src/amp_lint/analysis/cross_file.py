@@ -142,21 +142,28 @@ class CrossFileCalls:
         return found
 
     def _matches_class(self, info: ClassInfo, names: tuple[str, ...]) -> bool:
-        seen: set[str] = set()
-        pending = [info]
+        """The class, or one of its bases (in this file or another linted one), is named
+        one of `names` (`class Model(BaseModel)` where `BaseModel(LightningModule)`)."""
+        seen: set[int] = set()
+        pending: list[tuple[ClassInfo, CrossFileCalls]] = [(info, self)]
         while pending:
-            current = pending.pop()
-            if current.name in seen:
+            current, resolver = pending.pop()
+            if id(current) in seen or len(seen) > MAX_CALL_DEPTH * 4:
                 continue
-            seen.add(current.name)
+            seen.add(id(current))
             if current.name in names:
                 return True
             for base in current.base_names:
                 if base.rsplit(".", 1)[-1] in names:
                     return True
-                local = self.interpreter.index.classes.get(base)
+                local = resolver.interpreter.index.classes.get(base)
                 if local is not None:
-                    pending.append(local)
+                    pending.append((local, resolver))
+                    continue
+                foreign = resolver.foreign_class(base)
+                callee = resolver._loaded(foreign.path) if foreign is not None else None
+                if foreign is not None and callee is not None:
+                    pending.append((foreign.info, callee.cross_file))
         return False
 
     def _project_target(self, qualified: str) -> ProjectTarget | None:

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import libcst as cst
 
-from amp_lint.analysis.calls import ModuleIndex
-from amp_lint.analysis.dtypes import FLOAT16
+from amp_lint.analysis.calls import ClassInfo, ModuleIndex
+from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import ModuleNames
 from amp_lint.analysis.outline import calls_in, walk_statements
@@ -34,10 +35,23 @@ def decorator_regions(
     return tuple(regions)
 
 
+@dataclass(frozen=True)
+class AssumedRoot:
+    """A function analysed as running under autocast without a caller in sight."""
+
+    function: cst.FunctionDef
+    region: AutocastRegion
+    why: str
+    # For a method a class inherits: the subclass it runs for, so that `self._forward()` in
+    # the base runs the subclass's override (None: the class defining it).
+    self_class: ClassInfo | None = None
+
+
 def assumed_entry_points(
     facts: ModuleFacts, index: ModuleIndex, accelerate: AccelerateSettings
-) -> Iterator[tuple[cst.FunctionDef, AutocastRegion, str]]:
-    """(function, region, why) for functions assumed to run under autocast."""
+) -> Iterator[AssumedRoot]:
+    """The functions assumed to run under autocast: library mode's, the `forward`s of a file
+    that uses autocast, the configured ones."""
     config = facts.config
     library = library_region(config)
     if library is not None:
@@ -52,12 +66,12 @@ def assumed_entry_points(
                         f"`{info.name}.forward` assumed to run under this file's "
                         f"{region.describe()}"
                     )
-                    yield forward, region, why
+                    yield AssumedRoot(forward, region, why)
     configured = library or AutocastRegion(None, FLOAT16, True, "configured")
     for name in config.autocast_functions:
         function = _function_named(index, name)
         if function is not None:
-            yield function, configured, f"`{name}` configured to run under autocast"
+            yield AssumedRoot(function, configured, f"`{name}` configured to run under autocast")
 
 
 LIBRARY_SPELLING = "--assume-autocast"
@@ -70,29 +84,90 @@ def library_region(config: Config) -> AutocastRegion | None:
     return AutocastRegion(config.assume_device, config.assume_autocast, True, LIBRARY_SPELLING)
 
 
-def _library_entry_points(
-    index: ModuleIndex, region: AutocastRegion
-) -> Iterator[tuple[cst.FunctionDef, AutocastRegion, str]]:
-    """Every `forward` defined in a class: nn.Module subclasses whose base is imported from
-    another file count too, since the class itself cannot be seen here to be a Module."""
+# Methods frameworks call on a model or loss, analysed in library mode beside `forward`.
+LIBRARY_METHODS = (
+    "forward",
+    "training_step",
+    "validation_step",
+    "test_step",
+    "predict_step",
+    "compute_loss",
+    "forward_loss",
+)
+
+
+def _library_entry_points(index: ModuleIndex, region: AutocastRegion) -> Iterator[AssumedRoot]:
+    """What a library's callers may run under autocast:
+
+    * the `forward` (and framework steps: `training_step`, `compute_loss`...) of every class
+      with a base class (nn.Module subclasses whose base is imported from another file
+      count, since the class itself cannot be seen here to be a Module; a class without
+      bases is not a Module or a Function). A class that inherits such a method from a base
+      in this file and overrides others runs it too: `self._forward()` in the base's
+      `forward` then runs the override;
+    * the public methods of plain classes and the public functions of the module."""
     for info in index.classes.values():
-        forward = info.methods.get("forward")
-        # A class without bases is not a Module or a Function, whatever its methods are.
-        if forward is not None and info.base_names:
-            why = f"`{info.name}.forward` analysed under {region.describe()} (library mode)"
-            yield forward, region, why
+        if info.is_autograd_function:
+            continue
+        if not info.base_names:
+            for name, public in info.methods.items():
+                if not name.startswith("_"):
+                    yield AssumedRoot(public, region, _library_why(f"{info.name}.{name}", region))
+            continue
+        overrides = any(name != "__init__" for name in info.methods)
+        for name in LIBRARY_METHODS:
+            method = info.methods.get(name)
+            if method is not None:
+                yield AssumedRoot(method, region, _library_why(f"{info.name}.{name}", region))
+            elif overrides:
+                inherited = _inherited(index, info, name)
+                if inherited is not None:
+                    why = _library_why(f"{info.name}.{name}", region)
+                    yield AssumedRoot(inherited, region, why, self_class=info)
+    for name, function in index.functions.items():
+        if not name.startswith("_") and _has_parameters(function):
+            yield AssumedRoot(function, region, _library_why(name, region))
+
+
+def _library_why(name: str, region: AutocastRegion) -> str:
+    return f"`{name}` analysed under {region.describe()} (library mode)"
+
+
+def _inherited(index: ModuleIndex, info: ClassInfo, name: str) -> cst.FunctionDef | None:
+    """`name` from the nearest base class defined in this module that has it."""
+    seen = {info.name}
+    pending = [index.classes[b] for b in info.base_names if b in index.classes]
+    while pending:
+        base = pending.pop(0)
+        if base.name in seen:
+            continue
+        seen.add(base.name)
+        if name in base.methods:
+            return base.methods[name]
+        pending.extend(index.classes[b] for b in base.base_names if b in index.classes)
+    return None
+
+
+def _has_parameters(function: cst.FunctionDef) -> bool:
+    params = function.params
+    return bool(params.params or params.posonly_params or params.kwonly_params)
 
 
 def file_autocast(facts: ModuleFacts, accelerate: AccelerateSettings) -> AutocastRegion | None:
-    """The fp16 autocast this file uses (regions or a GradScaler), if any."""
+    """The autocast this file uses (regions, or a GradScaler for float16), if any: float16
+    when anything says so, bfloat16 when every region is bfloat16."""
     regions, scaler_devices = _regions_and_scalers(facts, accelerate)
     fp16 = [r for r in regions if r.may_be_float16]
-    if not fp16 and not scaler_devices:
+    if fp16 or scaler_devices:
+        devices = {r.device for r in fp16} | scaler_devices
+        device = devices.pop() if len(devices) == 1 else None
+        explicit = scaler_devices or any(r.dtype == FLOAT16 for r in fp16)
+        return AutocastRegion(device, FLOAT16 if explicit else None, True, "assumed")
+    bf16 = [r for r in regions if r.is_active and r.dtype == BFLOAT16]
+    if not bf16:
         return None
-    devices = {r.device for r in fp16} | scaler_devices
-    device = devices.pop() if len(devices) == 1 else None
-    explicit = scaler_devices or any(r.dtype == FLOAT16 for r in fp16)
-    return AutocastRegion(device, FLOAT16 if explicit else None, True, "assumed")
+    devices = {r.device for r in bf16}
+    return AutocastRegion(devices.pop() if len(devices) == 1 else None, BFLOAT16, True, "assumed")
 
 
 def _function_named(index: ModuleIndex, name: str) -> cst.FunctionDef | None:

@@ -30,7 +30,12 @@ from amp_lint.analysis.dtypes import (
 from amp_lint.analysis.frames import Frame
 from amp_lint.analysis.names import dotted_name
 from amp_lint.analysis.outline import child_nodes
-from amp_lint.analysis.regions import region_from_call
+from amp_lint.analysis.regions import (
+    AutocastRegion,
+    default_dtype,
+    region_arguments,
+    region_from_call,
+)
 from amp_lint.analysis.torch_calls import TorchCalls
 from amp_lint.analysis.training_setup import cast_precision
 from amp_lint.analysis.values import UNKNOWN_VALUE, Origin, Value, join_values
@@ -107,7 +112,10 @@ class Evaluator:
         if isinstance(node, (cst.Integer, cst.Float)):
             literal = node.evaluated_value
             return Value(SCALAR, constant=literal if isinstance(literal, (int, float)) else None)
-        if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+        if isinstance(node, cst.SimpleString):
+            text = node.evaluated_value
+            return Value(OTHER, text=text if isinstance(text, str) and len(text) < 64 else None)
+        if isinstance(node, (cst.ConcatenatedString, cst.FormattedString)):
             return Value(OTHER)
         if isinstance(node, cst.Name):
             return self._name(node, frame)
@@ -270,10 +278,16 @@ class Evaluator:
         if left.dtype.kind is DTypeKind.SCALAR and right.dtype.kind is DTypeKind.SCALAR:
             return Value(SCALAR, constant=_fold(op, left.constant, right.constant))
         if op is None:
-            return Value(promote([left.dtype, right.dtype]))
-        if op == "div" and left.dtype.kind is DTypeKind.SCALAR:
-            op = "reciprocal"  # `c / x` is __rtruediv__, which autocast treats as reciprocal
-        return Value(semantics.op_result(op, [left.dtype, right.dtype], frame.active_region))
+            result = promote([left.dtype, right.dtype])
+        else:
+            if op == "div" and left.dtype.kind is DTypeKind.SCALAR:
+                op = "reciprocal"  # `c / x` is __rtruediv__, which autocast treats so
+            result = semantics.op_result(op, [left.dtype, right.dtype], frame.active_region)
+        # `(x * w).long() + offset`: integers computed from half values stay so.
+        source = left if left.integer_from is not None else right
+        if result.kind is DTypeKind.INTEGER and source.integer_from is not None:
+            return Value(result, integer_from=source.integer_from, conversion=source.conversion)
+        return Value(result)
 
     def _unary(self, node: cst.UnaryOperation, frame: Frame) -> Value:
         operand = self.evaluate(node.expression, frame)
@@ -304,7 +318,7 @@ class Evaluator:
         args = self.arguments(node, frame)
         region = region_from_call(node, self.names, self.interpreter.accelerate)
         if region is not None:
-            return Value(OTHER, region=region)
+            return Value(OTHER, region=self._refined(region, node, frame))
         func = node.func
         qualified = self.names.qualified_name(func)
         if qualified is not None:
@@ -323,6 +337,25 @@ class Evaluator:
         callee = self.evaluate(func, frame)  # `losses[name](...)`, `make()(x)`
         found = self.calls.call_value(callee, args, node, frame)
         return found if found is not None else self._opaque(callee, None, args, node, frame)
+
+    def _refined(self, region: AutocastRegion, call: cst.Call, frame: Frame) -> AutocastRegion:
+        """The region, with a device or dtype given through a variable read from it
+        (`torch.autocast(DEVICE, dtype=AMP_DTYPE)` with module-level constants)."""
+        device_node, dtype_node = region_arguments(call, region)
+        device = region.device
+        if device is None and device_node is not None:
+            text = self.evaluate(device_node, frame).text
+            device = text.split(":", 1)[0] if text else None
+        dtype = region.dtype
+        if dtype_node is not None and dtype is None:
+            denoted = self.evaluate(dtype_node, frame).denotes
+            if denoted is not None and denoted.kind is not DTypeKind.UNKNOWN:
+                dtype = denoted.precision if denoted.is_half else denoted.kind.value
+        elif dtype_node is None and device != region.device:
+            dtype = default_dtype(device)
+        if (device, dtype) == (region.device, region.dtype):
+            return region
+        return replace(region, device=device, dtype=dtype)
 
     def _name_call(self, func: cst.Name, args: Arguments, node: cst.Call, frame: Frame) -> Value:
         name = func.value

@@ -83,7 +83,7 @@ def framework_assumptions(
         package = qualified.partition(".")[0]
         last = qualified.rsplit(".", 1)[-1]
         if package in _LIGHTNING_PACKAGES and last == "Trainer":
-            found.extend(_lightning_trainer(call))
+            found.extend(_lightning_trainer(call, facts))
         elif package == "transformers" and last in _HF_ARGUMENTS:
             found.extend(_hf_arguments(call, last))
         elif _is_prepare(call, accelerate):
@@ -91,8 +91,8 @@ def framework_assumptions(
     return found
 
 
-def _lightning_trainer(call: cst.Call) -> list[ClassAssumption]:
-    argument = _keyword(call, "precision")
+def _lightning_trainer(call: cst.Call, facts: ModuleFacts) -> list[ClassAssumption]:
+    argument = _keyword(call, "precision") or _unpacked_keyword(call, "precision", facts)
     if argument is None:
         return []
     literal = _literal_text(argument)
@@ -198,6 +198,46 @@ def _keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
         if arg.keyword is not None and arg.keyword.value == name:
             return arg.value
     return None
+
+
+def _unpacked_keyword(call: cst.Call, name: str, facts: ModuleFacts) -> cst.BaseExpression | None:
+    """`Trainer(**cfg)` where the module builds `cfg = dict(precision="16-mixed", ...)`,
+    `cfg = {"precision": ...}` or sets `cfg["precision"] = ...`."""
+    unpacked = {dotted_name(a.value) for a in call.args if a.star == "**"}
+    unpacked.discard(None)
+    if not unpacked:
+        return None
+    for small in small_statements(facts.module):
+        if not isinstance(small, cst.Assign):
+            continue
+        for target in small.targets:
+            if dotted_name(target.target) in unpacked:
+                found = _dict_entry(small.value, name)
+                if found is not None:
+                    return found
+            if (
+                isinstance(target.target, cst.Subscript)
+                and dotted_name(target.target.value) in unpacked
+                and _subscript_key(target.target) == name
+            ):
+                return small.value
+    return None
+
+
+def _dict_entry(node: cst.BaseExpression, name: str) -> cst.BaseExpression | None:
+    if isinstance(node, cst.Dict):
+        for element in node.elements:
+            if isinstance(element, cst.DictElement) and _literal_text(element.key) == name:
+                return element.value
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "dict":
+        return _keyword(node, name)
+    return None
+
+
+def _subscript_key(node: cst.Subscript) -> str | None:
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return None
+    return _literal_text(node.slice[0].slice.value)
 
 
 def _literal_text(node: cst.BaseExpression) -> str | None:

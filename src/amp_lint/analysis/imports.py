@@ -52,6 +52,20 @@ class ImportGraph:
             pending.extend(graph.get(current, ()))
         return reached
 
+    def importers(self, paths: set[str]) -> set[str]:
+        """`paths` and every file importing one of them, transitively: where subclasses of
+        their classes may be defined."""
+        graph = self._graph()
+        reached = set(paths)
+        changed = True
+        while changed:
+            changed = False
+            for path, imported in graph.items():
+                if path not in reached and imported & reached:
+                    reached.add(path)
+                    changed = True
+        return reached
+
     def _registering(self) -> set[str]:
         if self._registries is None:
             self._registries = {

@@ -106,9 +106,9 @@ class Interpreter:
             for function in self.index.all_functions:
                 regions = decorator_regions(function, self.facts.names, self.accelerate)
                 self.run_root(function, regions, None)
-            roots = assumed_entry_points(self.facts, self.index, self.accelerate)
-            for function, region, why in roots:
-                self.run_root(function, (region,), why)
+            for root in assumed_entry_points(self.facts, self.index, self.accelerate):
+                regions = (root.region,)
+                self.run_root(root.function, regions, root.why, self_class=root.self_class)
         for assumption in assumptions:
             self.run_assumed(assumption)
         for entry in entries:

@@ -65,6 +65,23 @@ def region_from_call(
     return None
 
 
+def region_arguments(
+    call: cst.Call, region: AutocastRegion
+) -> tuple[cst.BaseExpression | None, cst.BaseExpression | None]:
+    """The device and dtype arguments of the autocast call that opened `region`."""
+    if region.spelling in _TORCH_AUTOCAST:
+        return _argument(call, 0, "device_type"), _argument(call, 1, "dtype")
+    if region.spelling in _DEVICE_AUTOCAST:
+        return None, _argument(call, 1, "dtype")
+    return None, None
+
+
+def default_dtype(device: str | None) -> str | None:
+    """What `torch.autocast(device)` without `dtype=` uses: float16 on CUDA and XPU,
+    bfloat16 on CPU; None when the device is not known."""
+    return _DEFAULT_DTYPE.get(device or "")
+
+
 def grad_scaler_device(call: cst.Call, names: ModuleNames) -> tuple[bool, str | None]:
     """(is a GradScaler constructor, its device when known)."""
     qualified = names.qualified_name(call.func)

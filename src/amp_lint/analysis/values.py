@@ -87,6 +87,8 @@ class Value:
     truth: bool | None = None
     # A dtype object (`torch.float16`, `x.dtype`, a variable holding one): the dtype it names.
     denotes: DType | None = None
+    # A short string known statically (`DEVICE = "cuda"`).
+    text: str | None = None
     # An optional value that may be None (a parameter defaulting to None, no caller seen):
     # `x is None` is not known, and where it is not None, `dtype` says what it is.
     maybe_none: bool = False
@@ -137,6 +139,7 @@ class Value:
             keys=self.keys if self.elements else None,
             each=self.each.portable() if self.each is not None else None,
             denotes=self.denotes,
+            text=self.text,
         )
 
 
@@ -159,6 +162,7 @@ def join_values(a: Value, b: Value) -> Value:
         preset=a.preset if a.preset == b.preset else (),
         truth=a.truth if a.truth == b.truth else None,
         denotes=a.denotes if a.denotes == b.denotes else None,
+        text=a.text if a.text == b.text else None,
         maybe_none=a.maybe_none
         or b.maybe_none
         or (a.dtype.kind is not b.dtype.kind and DTypeKind.NONE in (a.dtype.kind, b.dtype.kind)),
