@@ -1,39 +1,27 @@
 """Calls the interpreter follows inside one module: its functions and methods, instances of
 its classes and of torch.nn modules, containers of layers (`nn.Sequential`), callables chosen
-at run time (`losses[name](...)`), and calls it cannot see into.
-
-A call it cannot see into (a model received as a parameter, built by a registry or a config)
-made under an enabled float16/bfloat16 region returns the region's dtype as an assumption:
-that is what autocast makes of a model whose last layer is a Linear, convolution or matmul.
-Results that are clearly not activations (losses, metrics, tokenizers, norms, embeddings) do
-not get it; everything else stays unknown. Such calls are also recorded, so that the project
-can analyse its own modules under the region (dispatch).
-"""
+at run time (`losses[name](...)`). What it cannot see into is dispatch.py's."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from amp_lint.analysis.autocast_region import AutocastRegion
+from amp_lint.analysis.arguments import Arguments, is_static
 from amp_lint.analysis.calls import CallSite, ClassInfo
 from amp_lint.analysis.dtypes import (
-    BFLOAT16,
-    FLOAT16,
     FLOAT32,
-    NON_TENSOR_KINDS,
     OTHER,
-    DType,
     DTypeKind,
 )
 from amp_lint.analysis.entry_points import decorator_regions
 from amp_lint.analysis.frames import MAX_CALL_DEPTH, Frame
-from amp_lint.analysis.outline import source_text
+from amp_lint.analysis.outline import calls_in, walk_function_statements
 from amp_lint.analysis.project import PROJECT_PREFIX
+from amp_lint.analysis.regions import region_from_call
 from amp_lint.analysis.semantics import (
     FLOAT32_OUTPUT_MODULES,
     NN_MODULE_OPS,
@@ -56,158 +44,6 @@ _EINOPS_LAYERS = frozenset(
     for framework in ("torch",)
     for layer in ("Rearrange", "Reduce")
 )
-# Words in a name that say the value it holds is no activation: a loss or a metric.
-_RESULTS = frozenset(
-    [
-        "loss",
-        "losses",
-        "criterion",
-        "criterions",
-        "crit",
-        "metric",
-        "metrics",
-        "evaluator",
-        "evaluate",
-        "accuracy",
-        "acc",
-        "scaler",
-        "optimizer",
-        "scheduler",
-        "logger",
-        "writer",
-    ]
-)
-# Words in a callee's name that say what it returns is no activation: tokens, data, float32
-# embeddings looked up by index.
-_NOT_LAYERS = _RESULTS | frozenset(
-    [
-        "tokenizer",
-        "tokenize",
-        "processor",
-        "embed",
-        "embeds",
-        "embedding",
-        "embeddings",
-        "sampler",
-        "loader",
-        "dataset",
-        "collate",
-        "collator",
-        "transform",
-        "transforms",
-        "augment",
-    ]
-)
-# Layers whose output CUDA autocast makes float32 (layer_norm, group_norm, softmax): not
-# half under autocast, though they are in a model cast to half.
-_FLOAT32_UNDER_AUTOCAST = frozenset(["norm", "layernorm", "groupnorm", "rmsnorm", "ln", "softmax"])
-_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
-
-
-_MODEL_WORDS = frozenset(
-    [
-        "model",
-        "models",
-        "net",
-        "network",
-        "module",
-        "generator",
-        "discriminator",
-        "encoder",
-        "decoder",
-        "backbone",
-        "transformer",
-        "unet",
-        "vae",
-        "classifier",
-        "teacher",
-        "student",
-        "lm",
-    ]
-)
-
-
-def is_model_name(name: str) -> bool:
-    """`model`, `self.net`, `text_encoder`, `unet`: a name that holds a model."""
-    last = name.rsplit(".", 1)[-1]
-    return any(word.lower() in _MODEL_WORDS for word in _WORDS.findall(last))
-
-
-def _words(name: str) -> set[str]:
-    return {word.lower() for word in _WORDS.findall(name.rsplit(".", 1)[-1])}
-
-
-def is_activation_name(name: str) -> bool:
-    """False for a variable or key that holds a loss or metric (`loss`, `loss_dict`,
-    `outputs["loss"]`, `metrics`)."""
-    return not _words(name) & _RESULTS
-
-
-def is_layer_name(name: str, *, autocast: bool = True) -> bool:
-    """False for a callee that returns no activation: `criterion`, `self.loss_fn`,
-    `tokenizer`, `self.embed`; under autocast also `self.norm1` and `softmax`, which
-    autocast runs in float32."""
-    words = _words(name)
-    if words & _NOT_LAYERS:
-        return False
-    return not (autocast and words & _FLOAT32_UNDER_AUTOCAST)
-
-
-@dataclass(frozen=True)
-class Arguments:
-    positional: tuple[Value, ...] = ()
-    keywords: tuple[tuple[str, Value], ...] = ()
-    # `*args` / `**kwargs` in the call: which parameter gets what is not known.
-    starred: bool = False
-
-    @property
-    def values(self) -> tuple[Value, ...]:
-        return self.positional + tuple(value for _, value in self.keywords)
-
-    def key(self) -> tuple[object, ...]:
-        """What tells two calls' analyses apart: dtypes, constants and containers."""
-        return (
-            tuple(_memo_value(v) for v in self.positional),
-            tuple((k, _memo_value(v)) for k, v in self.keywords),
-            self.starred,
-        )
-
-    def after(self, preset: tuple[tuple[str | None, Value], ...]) -> Arguments:
-        """These arguments following those a `functools.partial` gave in advance."""
-        positional = tuple(value for name, value in preset if name is None)
-        keywords = dict((name, value) for name, value in preset if name is not None)
-        keywords.update(self.keywords)
-        return Arguments(positional + self.positional, tuple(keywords.items()), self.starred)
-
-    def carries_tensor_data(self) -> bool:
-        """Some argument may be a tensor or hold tensors (not only numbers and strings)."""
-        return self.starred or any(
-            v.dtype.kind not in NON_TENSOR_KINDS or v.elements is not None or v.each is not None
-            for v in self.values
-        )
-
-
-def _memo_value(value: Value) -> object:
-    return (value.portable(), value.instance_of)
-
-
-@dataclass(frozen=True)
-class OpaqueCall:
-    """A call made under an enabled region that amp-lint could not see into."""
-
-    region: AutocastRegion
-    site: CallSite
-    text: str
-    method: str = "forward"  # `model.forward_loss(batch)` runs forward_loss
-
-
-@dataclass(frozen=True)
-class ModelCast:
-    """`model.half()` (or `.to(torch.bfloat16)`) of a model amp-lint cannot resolve."""
-
-    dtype: DType
-    site: CallSite
-    text: str
 
 
 class LocalCalls:
@@ -216,8 +52,8 @@ class LocalCalls:
         self.index = interpreter.index
         self.memo: dict[MemoKey, Value] = {}
         self.in_progress: set[MemoKey] = set()
-        self.opaque_calls: list[OpaqueCall] = []
-        self.model_casts: list[ModelCast] = []
+        self.defaults: dict[int, Value] = {}
+        self.region_openers: dict[int, bool] = {}
 
     # --- calling a value -------------------------------------------------------------------
 
@@ -255,7 +91,7 @@ class LocalCalls:
             or caller.in_half
             or any(v.carries_half() for v in args.values)
             or bool(own_regions)
-            or self.interpreter.opens_region(function)
+            or self.opens_region(function)
         )
         if not worth_following or caller.depth >= MAX_CALL_DEPTH:
             return UNKNOWN_VALUE
@@ -363,7 +199,9 @@ class LocalCalls:
         value = args.positional[0] if args.positional else UNKNOWN_VALUE
         for layer in layers:
             result = self.call_value(layer, Arguments((value,)), site, frame)
-            value = result if result is not None else self.opaque(site, None, args, frame)
+            if result is None:
+                result = self.interpreter.dispatch.opaque(site, None, args, frame)
+            value = result
         return value
 
     def call_method(
@@ -385,55 +223,51 @@ class LocalCalls:
             return None
         return self.call_function(function, args, site, frame, bound_self=receiver)
 
+    def default_value(self, default: cst.BaseExpression) -> Value:
+        """A parameter's default, evaluated once at module level (`eps=1e-10`)."""
+        found = self.defaults.get(id(default))
+        if found is None:
+            found = self.interpreter.evaluator.evaluate(
+                default, Frame(env=self.interpreter.module_env, regions=())
+            )
+            self.defaults[id(default)] = found
+        return found
+
+    def opens_region(self, function: cst.FunctionDef) -> bool:
+        """The function enters autocast itself (`with torch.autocast(...)` in its body), so
+        what it returns is worth knowing even when called from outside any region."""
+        found = self.region_openers.get(id(function))
+        if found is None:
+            found = any(
+                region_from_call(call, self.interpreter.facts.names, self.interpreter.accelerate)
+                is not None
+                for statement in walk_function_statements(function)
+                if isinstance(statement, cst.With)
+                for item in statement.items
+                for call in calls_in(item.item)
+            )
+            self.region_openers[id(function)] = found
+        return found
+
+    def method_resolution_order(self, info: ClassInfo) -> list[ClassInfo]:
+        """The class and its bases defined in this module, nearest first."""
+        order: list[ClassInfo] = []
+        pending = [info]
+        while pending:
+            current = pending.pop(0)
+            if any(seen is current for seen in order):
+                continue
+            order.append(current)
+            pending.extend(b for b in map(self.index.classes.get, current.base_names) if b)
+        return order
+
     def find_method(self, info: ClassInfo, method: str) -> cst.FunctionDef | None:
-        for current in self.interpreter.method_resolution_order(info):
+        for current in self.method_resolution_order(info):
             if method in current.methods:
                 return current.methods[method]
         return None
 
     # --- calls amp-lint cannot see into ----------------------------------------------------
-
-    def opaque(
-        self,
-        site: cst.Call,
-        callee_name: str | None,
-        args: Arguments,
-        frame: Frame,
-        *,
-        method: str = "forward",
-    ) -> Value:
-        """A call of something amp-lint cannot see into: under an enabled float16/bfloat16
-        region, with tensor arguments, it is assumed to return the region's dtype, unless
-        its name says it is no activation (a loss, metric, tokenizer, norm, embedding)."""
-        region = frame.active_region
-        if region is None and frame.half_params is not None and args.carries_tensor_data():
-            if callee_name is not None and not is_layer_name(callee_name, autocast=False):
-                return UNKNOWN_VALUE
-            return Value(frame.half_params)  # a layer of the model cast to half
-        if region is None or region.dtype not in (FLOAT16, BFLOAT16, None):
-            return UNKNOWN_VALUE
-        if not args.carries_tensor_data():
-            return UNKNOWN_VALUE
-        text = source_text(site)
-        if not frame.dispatched:
-            # The code it runs may be one of the project's modules, a loss among them.
-            site_line = CallSite(self.interpreter.facts.path, site, self._line)
-            self.opaque_calls.append(OpaqueCall(region, site_line, text, method))
-        if callee_name is not None and not is_layer_name(callee_name):
-            return UNKNOWN_VALUE
-        dtype = region.lower_precision
-        why = (
-            f"`{text}` returns {dtype.describe()} under autocast, as a model ending in a "
-            "Linear, convolution or matmul does"
-        )
-        return Value(dtype.assuming(why))
-
-    def cast_model(self, dtype: DType, site: cst.Call, frame: Frame) -> None:
-        """Record `model.half()` of a model amp-lint cannot resolve, for dispatch."""
-        if frame.dispatched:
-            return
-        site_line = CallSite(self.interpreter.facts.path, site, self._line)
-        self.model_casts.append(ModelCast(dtype, site_line, source_text(site)))
 
     # --- parameters ------------------------------------------------------------------------
 
@@ -470,27 +304,13 @@ class LocalCalls:
             if name in keywords:
                 frame.env.set(name, keywords[name])
             elif param.default is not None:
-                default = self.interpreter.default_value(param.default)
+                default = self.default_value(param.default)
                 if not caller_seen:
                     # Maybe the default: `if use_heinsen:` and `if mask is not None:` run
                     # both ways, and where the None is a tensor its dtype is another path's.
                     maybe_none = default.dtype.kind is DTypeKind.NONE
                     default = replace(default, truth=None, maybe_none=maybe_none)
                 frame.env.set(name, default)
-
-
-def parameter_names(function: cst.FunctionDef, *, skip_self: bool) -> list[str]:
-    params = [*function.params.posonly_params, *function.params.params]
-    if skip_self and params and not is_static(function):
-        params = params[1:]
-    return [p.name.value for p in (*params, *function.params.kwonly_params)]
-
-
-def is_static(function: cst.FunctionDef) -> bool:
-    return any(
-        isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
-        for d in function.decorators
-    )
 
 
 def split_project_instance(instance: str) -> tuple[str, str]:

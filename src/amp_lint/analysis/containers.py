@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from amp_lint.analysis.calling import is_activation_name
 from amp_lint.analysis.dtypes import OTHER, SCALAR, DTypeKind
 from amp_lint.analysis.frames import Frame
+from amp_lint.analysis.naming import is_activation_name
 from amp_lint.analysis.outline import positional_arguments
 from amp_lint.analysis.values import UNKNOWN_VALUE, Value, join_all
 

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from amp_lint.analysis.arguments import Arguments
 from amp_lint.analysis.autocast_region import AutocastRegion
-from amp_lint.analysis.calling import Arguments, MemoKey
+from amp_lint.analysis.calling import MemoKey
 from amp_lint.analysis.calls import LOCAL_PREFIX, CallSite, ClassInfo
 from amp_lint.analysis.dtypes import OTHER, SCALAR
 from amp_lint.analysis.entry_points import decorator_regions

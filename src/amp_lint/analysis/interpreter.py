@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Protocol
 
 import libcst as cst
 
-from amp_lint.analysis.calling import LocalCalls, is_activation_name, parameter_names
+from amp_lint.analysis.arguments import parameter_names
+from amp_lint.analysis.binding import Binding
+from amp_lint.analysis.calling import LocalCalls
 from amp_lint.analysis.calls import ClassInfo, build_index
 from amp_lint.analysis.cross_file import CrossFileCalls
+from amp_lint.analysis.dispatch import Dispatch
 from amp_lint.analysis.dtypes import OTHER, DType
 from amp_lint.analysis.entry_points import (
     LIBRARY_SPELLING,
@@ -28,15 +30,11 @@ from amp_lint.analysis.entry_points import (
 from amp_lint.analysis.evaluator import Evaluator
 from amp_lint.analysis.frames import ExecutionContext, Frame
 from amp_lint.analysis.instances import InstanceAttributes
-from amp_lint.analysis.losses import backpropagated_names
 from amp_lint.analysis.module import ModuleFacts
-from amp_lint.analysis.names import dotted_name
 from amp_lint.analysis.observers import NodeObserver
 from amp_lint.analysis.outline import (
-    calls_in,
     child_nodes,
     statement_nodes,
-    walk_function_statements,
 )
 from amp_lint.analysis.project import (
     MAX_DISPATCH_TARGETS,
@@ -44,9 +42,8 @@ from amp_lint.analysis.project import (
     EntryContext,
     ProjectIndex,
     dispatch_key,
-    portable_region,
 )
-from amp_lint.analysis.regions import AutocastRegion, accelerate_settings, region_from_call
+from amp_lint.analysis.regions import AutocastRegion, accelerate_settings
 from amp_lint.analysis.values import UNKNOWN_VALUE, Env, Value
 
 __all__ = ["ExecutionContext", "Interpreter", "run_interpreter"]
@@ -77,6 +74,7 @@ class Interpreter:
         self.index = build_index(facts.module, facts.names)
         self.accelerate = accelerate_settings(facts.module, facts.names)
         self.calls = LocalCalls(self)
+        self.dispatch = Dispatch(facts.path)
         self.instances = InstanceAttributes(self)
         self.evaluator = Evaluator(self)
         self.module_env = Env()
@@ -84,10 +82,7 @@ class Interpreter:
         for observer in observers:
             for node_type in observer.node_types:
                 self.observers_by_type.setdefault(node_type, []).append(observer)
-        self.defaults: dict[int, Value] = {}
-        self.region_openers: dict[int, bool] = {}
-        # Names a function passes to `.backward()` or `scaler.scale()`: losses, by function.
-        self.loss_names: dict[int, frozenset[str]] = {}
+        self.binding = Binding(self)
 
     # --- entry points ----------------------------------------------------------------------
 
@@ -134,33 +129,8 @@ class Interpreter:
             )
 
     def dispatched(self) -> list[ClassAssumption]:
-        """Where this file runs a model amp-lint cannot resolve (one given as a parameter,
-        built by a registry or a config): under an autocast region, or after casting it to
-        half (`self.model = self.model.half()`). The project's modules near this file may be
-        that model, so their `forward`s run under that region or with half parameters."""
-        found: dict[object, ClassAssumption] = {}
-        for call in self.calls.opaque_calls:
-            region = portable_region(call.region)
-            # The file, not the line: a line needs positions, which cost a parse.
-            why = (
-                f"assumed to run under the {region.describe()} in {call.site.path}, where "
-                f"`{call.text}` calls a model amp-lint cannot resolve"
-            )
-            assumption = ClassAssumption((), (call.method,), region, why, near=self.facts.path)
-            found.setdefault(dispatch_key(assumption), assumption)
-        for cast in self.calls.model_casts:
-            why = (
-                f"assumed to run with {cast.dtype.describe()} parameters: `{cast.text}` in "
-                f"{cast.site.path} casts a model amp-lint cannot resolve"
-            )
-            dtype = cast.dtype.assuming(
-                f"the model's parameters are {cast.dtype.describe()} ({why})"
-            )
-            assumption = ClassAssumption(
-                (), ("forward",), None, why, near=self.facts.path, half_params=dtype
-            )
-            found.setdefault(dispatch_key(assumption), assumption)
-        return list(found.values())
+        """The dispatch assumptions this module's calls it cannot see into make."""
+        return self.dispatch.assumptions()
 
     def _dispatch_own_modules(self) -> None:
         """A file analysed on its own (the flake8 plugin) applies its dispatch assumptions to
@@ -279,9 +249,9 @@ class Interpreter:
         if isinstance(small, cst.Assign):
             value = self.evaluator.evaluate(small.value, frame)
             for target in small.targets:
-                self._bind(target.target, value, small.value, frame)
+                self.binding.bind(target.target, value, small.value, frame)
         elif isinstance(small, cst.AnnAssign) and small.value is not None:
-            self._bind(
+            self.binding.bind(
                 small.target, self.evaluator.evaluate(small.value, frame), small.value, frame
             )
         elif isinstance(small, cst.Return) and small.value is not None:
@@ -328,7 +298,7 @@ class Interpreter:
         frame.env = before.copy()
         if isinstance(statement, cst.For):
             iterated = self.evaluator.evaluate(statement.iter, frame).iterated()
-            self._bind(statement.target, iterated or UNKNOWN_VALUE, None, frame)
+            self.binding.bind(statement.target, iterated or UNKNOWN_VALUE, None, frame)
         self.exec_suite(statement.body, frame)
         if statement.orelse is not None:
             self.exec_suite(statement.orelse.body, frame)
@@ -342,7 +312,7 @@ class Interpreter:
             if value.region is not None:
                 entered.append(value.region)
             if item.asname is not None:
-                self._bind(item.asname.name, value, None, frame)
+                self.binding.bind(item.asname.name, value, None, frame)
         saved = frame.regions
         frame.regions = saved + tuple(entered)
         self.exec_suite(statement.body, frame)
@@ -381,57 +351,7 @@ class Interpreter:
 
     def bind_target(self, target: cst.BaseExpression, value: Value, frame: Frame) -> None:
         """Bind an assignment, `for` or comprehension target to a value."""
-        self._bind(target, value, None, frame)
-
-    def _bind(
-        self,
-        target: cst.BaseExpression,
-        value: Value,
-        value_node: cst.BaseExpression | None,
-        frame: Frame,
-    ) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
-            parts = self.evaluator.unpacked(value, value_node, len(target.elements), frame)
-            for element, part in zip(target.elements, parts):
-                self._bind(element.value, part, None, frame)
-            return
-        if isinstance(target, cst.Subscript) and len(target.slice) == 1:
-            self._store(target, value, frame)
-            return
-        name = dotted_name(target)
-        if name is None:
-            return
-        if value.dtype.assumed and not self._may_hold_activation(name, frame):
-            value = replace(value, dtype=value.dtype.known())
-        frame.env.set(name, value)
-
-    def _store(self, target: cst.Subscript, value: Value, frame: Frame) -> None:
-        """`cache[key] = value` into a dict or list held in a variable: later reads in this
-        frame see the value (a module-level cache is shadowed here, not changed for others:
-        each calling context fills it with its own values)."""
-        name = dotted_name(target.value)
-        if name is None:
-            return
-        container = frame.env.get(name) or self.module_env.get(name)
-        if container is None:
-            return
-        stored = self.evaluator.containers.stored(container, target.slice[0].slice, value)
-        if stored is not None:
-            frame.env.set(name, stored)
-
-    def _may_hold_activation(self, name: str, frame: Frame) -> bool:
-        """An assumed half value bound to `loss`, `metrics`, or a name later passed to
-        `.backward()` is no activation: the assumption does not hold for it."""
-        if not is_activation_name(name):
-            return False
-        function = frame.function
-        if function is None:
-            return True
-        names = self.loss_names.get(id(function))
-        if names is None:
-            names = backpropagated_names(function)
-            self.loss_names[id(function)] = names
-        return name not in names
+        self.binding.bind(target, value, None, frame)
 
     # --- observers -------------------------------------------------------------------------
 
@@ -448,39 +368,13 @@ class Interpreter:
     # --- facts the calls need ----------------------------------------------------------
 
     def default_value(self, default: cst.BaseExpression) -> Value:
-        """A parameter's default, evaluated once at module level (`eps=1e-10`)."""
-        found = self.defaults.get(id(default))
-        if found is None:
-            found = self.evaluator.evaluate(default, Frame(env=self.module_env, regions=()))
-            self.defaults[id(default)] = found
-        return found
+        return self.calls.default_value(default)
 
     def opens_region(self, function: cst.FunctionDef) -> bool:
-        """The function enters autocast itself (`with torch.autocast(...)` in its body), so
-        what it returns is worth knowing even when called from outside any region."""
-        found = self.region_openers.get(id(function))
-        if found is None:
-            found = any(
-                region_from_call(call, self.facts.names, self.accelerate) is not None
-                for statement in walk_function_statements(function)
-                if isinstance(statement, cst.With)
-                for item in statement.items
-                for call in calls_in(item.item)
-            )
-            self.region_openers[id(function)] = found
-        return found
+        return self.calls.opens_region(function)
 
     def method_resolution_order(self, info: ClassInfo) -> list[ClassInfo]:
-        """The class and its bases defined in this module, nearest first."""
-        order: list[ClassInfo] = []
-        pending = [info]
-        while pending:
-            current = pending.pop(0)
-            if any(seen is current for seen in order):
-                continue
-            order.append(current)
-            pending.extend(b for b in map(self.index.classes.get, current.base_names) if b)
-        return order
+        return self.calls.method_resolution_order(info)
 
     def find_method(self, info: ClassInfo, method: str) -> cst.FunctionDef | None:
         return self.calls.find_method(info, method)

@@ -1,0 +1,103 @@
+"""What names say about the values they hold: a loss or a metric is no activation, a
+tokenizer or an embedding lookup returns none, `model` or `self.encoder` holds a model.
+Read from the words of a name (`loss_dict`, `self.text_encoder`, `LayerNorm`)."""
+
+from __future__ import annotations
+
+import re
+
+# Words in a name that say the value it holds is no activation: a loss or a metric.
+_RESULTS = frozenset(
+    [
+        "loss",
+        "losses",
+        "criterion",
+        "criterions",
+        "crit",
+        "metric",
+        "metrics",
+        "evaluator",
+        "evaluate",
+        "accuracy",
+        "acc",
+        "scaler",
+        "optimizer",
+        "scheduler",
+        "logger",
+        "writer",
+    ]
+)
+# Words in a callee's name that say what it returns is no activation: tokens, data, float32
+# embeddings looked up by index.
+_NOT_LAYERS = _RESULTS | frozenset(
+    [
+        "tokenizer",
+        "tokenize",
+        "processor",
+        "embed",
+        "embeds",
+        "embedding",
+        "embeddings",
+        "sampler",
+        "loader",
+        "dataset",
+        "collate",
+        "collator",
+        "transform",
+        "transforms",
+        "augment",
+    ]
+)
+# Layers whose output CUDA autocast makes float32 (layer_norm, group_norm, softmax): not
+# half under autocast, though they are in a model cast to half.
+_FLOAT32_UNDER_AUTOCAST = frozenset(["norm", "layernorm", "groupnorm", "rmsnorm", "ln", "softmax"])
+_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
+_MODEL_WORDS = frozenset(
+    [
+        "model",
+        "models",
+        "net",
+        "network",
+        "module",
+        "generator",
+        "discriminator",
+        "encoder",
+        "decoder",
+        "backbone",
+        "transformer",
+        "unet",
+        "vae",
+        "classifier",
+        "teacher",
+        "student",
+        "lm",
+    ]
+)
+
+
+def is_model_name(name: str) -> bool:
+    """`model`, `self.net`, `text_encoder`, `unet`: a name that holds a model."""
+    last = name.rsplit(".", 1)[-1]
+    return any(word.lower() in _MODEL_WORDS for word in _WORDS.findall(last))
+
+
+def _words(name: str) -> set[str]:
+    return {word.lower() for word in _WORDS.findall(name.rsplit(".", 1)[-1])}
+
+
+def is_activation_name(name: str) -> bool:
+    """False for a variable or key that holds a loss or metric (`loss`, `loss_dict`,
+    `outputs["loss"]`, `metrics`)."""
+    return not _words(name) & _RESULTS
+
+
+def is_layer_name(name: str, *, autocast: bool = True) -> bool:
+    """False for a callee that returns no activation: `criterion`, `self.loss_fn`,
+    `tokenizer`, `self.embed`; under autocast also `self.norm1` and `softmax`, which
+    autocast runs in float32."""
+    words = _words(name)
+    if words & _NOT_LAYERS:
+        return False
+    return not (autocast and words & _FLOAT32_UNDER_AUTOCAST)
