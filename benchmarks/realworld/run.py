@@ -96,7 +96,9 @@ def main() -> int:
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
     if args.findings:
-        _write_findings(Path(args.findings), snapshots)
+        _write_findings(Path(args.findings), [f for s in snapshots.values() for f in s.findings])
+    if args.untriaged:
+        _write_findings(Path(args.untriaged), report.untriaged)
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
     return 0
@@ -113,6 +115,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--only", nargs="*", help="only these repositories (owner/name)")
     parser.add_argument("--output", help="also write the report (markdown) here")
     parser.add_argument("--findings", help="write every finding here (JSON), for diffs")
+    parser.add_argument("--untriaged", help="write the findings still to triage here (JSON)")
     return parser.parse_args()
 
 
@@ -365,7 +368,7 @@ def _markdown(
     return "\n".join(lines) + "\n"
 
 
-def _write_findings(path: Path, snapshots: dict[tuple[str, str], Snapshot]) -> None:
+def _write_findings(path: Path, findings: list[Finding]) -> None:
     rows = [
         {
             "repo": f.repo,
@@ -376,8 +379,7 @@ def _write_findings(path: Path, snapshots: dict[tuple[str, str], Snapshot]) -> N
             "message": f.message,
             "text": f.text,
         }
-        for snapshot in snapshots.values()
-        for f in snapshot.findings
+        for f in findings
     ]
     path.write_text(json.dumps(rows, indent=1), encoding="utf-8")
 

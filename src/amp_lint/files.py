@@ -53,6 +53,8 @@ AMP_VOCABULARY = (
     b"cuda.amp",
     b"cpu.amp",
     b"torch.amp",
+    # A scaler handed in by the caller is known only by its use (`grad_scaler.step(opt)`).
+    b"scaler.",
 )
 
 

@@ -93,7 +93,9 @@ class Containers:
         if base.dtype.assumed and not _key_may_be_activation(single):
             return UNKNOWN_VALUE  # `outputs["loss"]` of an assumed model output
         if base.dtype.is_known_tensor or base.dtype.kind is DTypeKind.SCALAR:
-            return Value(base.dtype, integer_from=base.integer_from)
+            if base.integer_from is not None:  # indices computed in half, sliced
+                return Value(base.dtype, integer_from=base.integer_from, conversion=base.conversion)
+            return Value(base.dtype)
         return UNKNOWN_VALUE
 
     def builtin(self, name: str, node: cst.Call, frame: Frame) -> Value | None:
