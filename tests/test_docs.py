@@ -30,6 +30,8 @@ def test_rule_page_layout() -> None:
         ]
         if rule.known_limitations.strip():
             expected.append("## Known limitations")
+        if rule.accepts_assumptions:
+            expected.append("## Assumed values")
         expected.append("## Runtime evidence")
         assert headings == expected
         assert f"amp-lint verify --select {rule.code}" in page

@@ -28,6 +28,7 @@ LIGHTNING = PROJECTS / "lightning"
 HF_TRAINER = PROJECTS / "hf_trainer"
 ACCELERATE = PROJECTS / "accelerate"
 LIBRARY = PROJECTS / "library"
+DISPATCH = PROJECTS / "dispatch"
 
 LIBRARY_FP16 = ("--assume-autocast", "float16", "--device", "cuda")
 LIBRARY_BF16 = ("--assume-autocast", "bfloat16")
@@ -100,6 +101,7 @@ RUNS = [
     ("library-default", LIBRARY, (), "expected.txt"),
     ("library-fp16-cuda", LIBRARY, LIBRARY_FP16, "expected-float16-cuda.txt"),
     ("library-bf16", LIBRARY, LIBRARY_BF16, "expected-bfloat16.txt"),
+    ("dispatch", DISPATCH, (), "expected.txt"),
 ]
 
 

@@ -88,8 +88,15 @@ def test_committed_cpu_report_matches_this_run(cpu_rows: dict[tuple[str, str], R
     committed = json.loads(path.read_text(encoding="utf-8"))["rows"]
 
     def kinds(row: dict[str, Any]) -> tuple[str, ...]:
-        return (row["rule"], row["case"], row["device"], row["dtype"], row["bad"]["kind"],
-                row["fixed"]["kind"], row["expected"])
+        return (
+            row["rule"],
+            row["case"],
+            row["device"],
+            row["dtype"],
+            row["bad"]["kind"],
+            row["fixed"]["kind"],
+            row["expected"],
+        )
 
     assert sorted(kinds(r) for r in committed) == sorted(kinds(r.as_json()) for r in rows), (
         f"{path.relative_to(ROOT)} is stale: run {REGENERATE_HINT} and review the diff"

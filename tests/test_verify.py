@@ -69,8 +69,9 @@ def test_verify_prints_a_table_and_writes_a_report(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     header = result.stdout.splitlines()[0]
     assert header.split()[:5] == ["rule", "case", "device", "dtype", "bad"]
-    assert re.search(r"^AMP001 +masked-constant +cpu +float16 +nonfinite: .* clean +yes$",
-                     result.stdout, re.M)
+    assert re.search(
+        r"^AMP001 +masked-constant +cpu +float16 +nonfinite: .* clean +yes$", result.stdout, re.M
+    )
     assert "6 of 6 rows as expected" in result.stdout
     document = json.loads((tmp_path / "amp-lint-verify.json").read_text())
     assert document["environment"]["torch"].startswith("2.")
@@ -81,8 +82,18 @@ def test_verify_prints_a_table_and_writes_a_report(tmp_path: Path) -> None:
 
 
 def test_verify_report_into_a_directory_is_named_by_device_and_torch(tmp_path: Path) -> None:
-    result = amp_lint(tmp_path, "verify", "--device", "cpu", "--select", "AMP003",
-                      "--dtype", "bfloat16", "--report", "out/")
+    result = amp_lint(
+        tmp_path,
+        "verify",
+        "--device",
+        "cpu",
+        "--select",
+        "AMP003",
+        "--dtype",
+        "bfloat16",
+        "--report",
+        "out/",
+    )
     assert result.returncode == 0, result.stderr
     (report,) = (tmp_path / "out").iterdir()
     assert re.fullmatch(r"cpu-torch-\d+\.\d+\.\d+\.json", report.name)

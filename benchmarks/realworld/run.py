@@ -9,7 +9,7 @@ one project with the real `amp-lint check` (library mode where the manifest says
   its `path` at `commit`. Cases whose code is "uncovered" are listed but left out of recall.
 * The same rule reported near `fixed_line` at `fixed` is a false positive: the fix is flagged.
 * Every other finding must be judged in the manifest's [[triage]] table (true, plausible or
-  false), matched by repository, path, code and the stripped text of the reported line.
+  false), matched by repository, path, code and a digest of the reported line (`line_sha1`).
   Precision counts found cases and true/plausible triage as right, flagged fixes and false
   triage as wrong; findings not yet triaged are listed, and precision says how many there are.
 
@@ -22,6 +22,7 @@ tool leaves them (any full clone works: `git clone --mirror URL MIRRORS/owner+na
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import shutil
@@ -56,7 +57,13 @@ class Finding:
 
     @property
     def triage_key(self) -> tuple[str, str, str, str]:
-        return (self.repo, self.path, self.code, self.text)
+        return (self.repo, self.path, self.code, line_digest(self.text))
+
+
+def line_digest(text: str) -> str:
+    """The [[triage]] key for a reported line: a digest of its whitespace-normalised text,
+    so that the manifest stores no line of the projects' code."""
+    return hashlib.sha1(" ".join(text.split()).encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass
@@ -247,9 +254,7 @@ def _evaluate(
     report = Report()
     explained: set[tuple[str, str, str, str]] = set()
     verdicts = {
-        (str(t["repo"]), str(t["path"]), str(t["code"]), " ".join(str(t["text"]).split())): str(
-            t["verdict"]
-        )
+        (str(t["repo"]), str(t["path"]), str(t["code"]), str(t["line_sha1"])): str(t["verdict"])
         for t in triage
     }
     for case in cases:

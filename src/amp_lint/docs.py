@@ -61,6 +61,21 @@ def fix_availability(rule: type[Rule]) -> FixAvailability:
     return FixAvailability(safeties, sometimes=bool(_NO_FIX.search(rule.fix_safety)))
 
 
+# Said on the page of every rule that reports on assumed half values (Rule.accepts_assumptions).
+ASSUMED_VALUES = """\
+This rule also reports on values amp-lint assumes to be half precision, and each such finding
+says so in its message (`assumes ...`, `assumed to run under ...`). The output of a model or
+loss amp-lint cannot resolve (a parameter, something built by a registry or a config), called
+under an enabled float16/bfloat16 autocast region with tensor arguments, is assumed to be in
+the region's dtype, as autocast makes the output of a model ending in a Linear, convolution
+or matmul; the project's own `nn.Module`s that such a call may run (in the files around the
+caller, at most 64 of them) are analysed under the caller's region, and a model cast with
+`.half()` runs them with half parameters. Values named or used as losses, metrics,
+tokenizers or embeddings, and under autocast norms and softmax, get no assumption. Where a
+model really ends in a float32 layer (an explicit `.float()`), the assumption is wrong:
+suppress the finding with `# noqa: CODE` on its line."""
+
+
 def page_name(rule: type[Rule]) -> str:
     return f"{rule.code}-{rule.name}.md"
 
@@ -83,6 +98,8 @@ def render_rule(rule: type[Rule], reports: Sequence[Report] | None = None) -> st
     ]
     if rule.known_limitations.strip():
         sections += ["## Known limitations", _prose(rule.known_limitations)]
+    if rule.accepts_assumptions:
+        sections += ["## Assumed values", ASSUMED_VALUES]
     if reports is None:
         evidence = (
             f"`amp-lint verify --select {rule.code}` runs this rule's examples under autocast on "

@@ -121,8 +121,10 @@ def _is_excluded(path: Path, config: Config) -> bool:
 # Framework settings that enter autocast for the user: Lightning's `precision=`, accelerate's
 # `mixed_precision=`, Hugging Face's `fp16=True` / `bf16=True`.
 FRAMEWORK_VOCABULARY = (b"precision", b"fp16", b"bf16")
-# Library mode analyses every forward; configured framework settings name these classes.
-LIBRARY_VOCABULARY = (b"forward",)
+# Library mode analyses forwards, framework steps, public functions and plain classes: a
+# half value there comes from a layer or op autocast runs in half (first_pass.LIBRARY_WORDS).
+LIBRARY_VOCABULARY = (b"forward", b"_step", b"compute_loss", b"mm", b"einsum", b"inear", b"onv")
+# Configured framework settings name these classes.
 _CONFIGURED_FRAMEWORK_CLASSES = (b"LightningModule", b"Trainer", b"PreTrainedModel")
 
 

@@ -10,7 +10,8 @@ Every rule needs, in the file's own code, one of: an autocast region or a GradSc
 AMP decorator or a deprecated AMP namespace or a framework trainer (ENTRY_WORDS), a
 half-precision dtype or conversion used as a value (HALF_WORDS outside a comparison), a
 GradScaler recognised by its use (`x.scale(loss).backward()`, `unscale_`, a name containing
-"scaler"), a configured function or callable, or, in library mode, a class with a `forward`.
+"scaler"), a configured function or callable, or, in library mode, a `forward`, a framework
+step, or a layer or op that autocast runs in half (LIBRARY_WORDS).
 The findings are the same with and without this pass (`--no-first-pass` turns it off to
 check that; docs/performance.md reports the comparison on real packages).
 """
@@ -39,6 +40,34 @@ ENTRY_WORDS = frozenset(
     }
 )
 HALF_WORDS = frozenset({"half", "float16", "bfloat16", "HalfTensor", "BFloat16Tensor"})
+# Library mode runs a module's forwards, framework steps, public functions and plain
+# classes' methods under autocast; a half value then comes from a layer or op autocast
+# runs in half, so a file needs one of these (or a forward, or a step a framework calls).
+LIBRARY_WORDS = frozenset(
+    {
+        "forward",
+        "training_step",
+        "validation_step",
+        "test_step",
+        "predict_step",
+        "compute_loss",
+        "forward_loss",
+        "matmul",
+        "bmm",
+        "mm",
+        "addmm",
+        "baddbmm",
+        "einsum",
+        "linear",
+        "Linear",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "Conv1d",
+        "Conv2d",
+        "Conv3d",
+    }
+)
 # Configured framework settings make methods of these classes run under autocast.
 _FRAMEWORK_CLASSES = {
     "lightning": ("LightningModule",),
@@ -60,7 +89,7 @@ def own_code_may_have_findings(source: bytes, config: Config) -> bool:
     words = ENTRY_WORDS | _configured_words(config)
     if names & words or any("scaler" in name.lower() for name in names):
         return True
-    if config.assume_autocast is not None and "forward" in names:
+    if config.assume_autocast is not None and names & LIBRARY_WORDS:
         return True
     if not names & HALF_WORDS:
         return False

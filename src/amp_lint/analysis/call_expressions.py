@@ -18,7 +18,7 @@ from amp_lint.analysis.calls import LOCAL_PREFIX
 from amp_lint.analysis.dtypes import OTHER, SCALAR, DTypeKind, half
 from amp_lint.analysis.frames import Frame
 from amp_lint.analysis.names import dotted_name
-from amp_lint.analysis.naming import is_model_name
+from amp_lint.analysis.naming import is_loss_name, is_model_name
 from amp_lint.analysis.regions import (
     AutocastRegion,
     default_dtype,
@@ -59,6 +59,10 @@ class CallExpressions:
                 return self._container_module(qualified, node, frame)
             if qualified == "functools.partial" and args.positional and not args.starred:
                 return self._partial(args)
+            if qualified.split(".", 1)[0] not in _KNOWN_LIBRARIES:
+                # `util.replace_masked_values(x, mask, -1e7)`: a function of a library
+                # that is not linted.
+                self.interpreter.dispatch.opaque_sites.add(id(node))
             return self.torch_calls.qualified_call(qualified, node, frame)
         if isinstance(func, cst.Name):
             return self._name_call(func, args, node, frame)
@@ -146,9 +150,14 @@ class CallExpressions:
             return cast
         receiver_name = dotted_name(receiver_node)
         if receiver.dtype.kind is DTypeKind.UNKNOWN and (
-            method == "forward" or (receiver_name is not None and is_model_name(receiver_name))
+            method == "forward"
+            or (
+                receiver_name is not None
+                and (is_model_name(receiver_name) or is_loss_name(receiver_name))
+            )
         ):
-            # `model.forward(x)`, `self.model.forward_loss(batch)`: a model's method.
+            # `model.forward(x)`, `self.model.forward_loss(batch)`, `criterion.loss(out, y)`:
+            # a method of a model or loss amp-lint cannot resolve.
             name = receiver_name if method == "forward" else f"{receiver_name}.{method}"
             return self.interpreter.dispatch.opaque(node, name, args, frame, method=method)
         value = self.torch_calls.tensor_method(method, receiver, node, frame)
@@ -230,6 +239,10 @@ class CallExpressions:
             keys=first.keys,
             each=first.each,
         )
+
+
+# Libraries whose functions amp-lint models (torch) or that hold no tensors worth a guess.
+_KNOWN_LIBRARIES = frozenset(["torch", "math", "numpy", "builtins", "functools", "typing"])
 
 
 def _builtin_number(name: str, constant: float | None, arg: cst.Arg) -> float | None:

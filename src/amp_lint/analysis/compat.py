@@ -17,7 +17,12 @@ from amp_lint.analysis.outline import child_nodes, dotted_name, walk_statements
 _FALLBACK_EXCEPTIONS = frozenset(
     ["ImportError", "ModuleNotFoundError", "AttributeError", "TypeError", "Exception"]
 )
-_VERSION_TEST = re.compile(r"version|torch_\d|torch_has|_old_|hasattr\(\s*torch", re.IGNORECASE)
+# `torch.__version__`, `TORCH_2_4`, `_TORCH_GREATER_EQUAL_1_10` (Lightning), `_TORCH_GEQ_2_4`.
+_VERSION_TEST = re.compile(
+    r"version|torch_\d|torch_has|torch_(?:greater|less|geq|leq|gt|lt|ge|le)_|_old_"
+    r"|hasattr\(\s*torch",
+    re.IGNORECASE,
+)
 
 
 def fallback_nodes(module: cst.Module) -> set[int]:

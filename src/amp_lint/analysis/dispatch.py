@@ -23,10 +23,14 @@ from amp_lint.analysis.arguments import Arguments
 from amp_lint.analysis.autocast_region import AutocastRegion
 from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16, DType
 from amp_lint.analysis.frames import Frame
-from amp_lint.analysis.naming import is_layer_name
+from amp_lint.analysis.naming import is_layer_name, is_loss_name
 from amp_lint.analysis.outline import source_text
 from amp_lint.analysis.project import ClassAssumption, dispatch_key, portable_region
 from amp_lint.analysis.values import UNKNOWN_VALUE, Value
+
+# Calls of the same method under the same region with different known arguments each run
+# the methods again; past this many, one more set of arguments is not worth the time.
+MAX_ARGUMENT_VARIANTS = 3
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,9 @@ class OpaqueCall:
     region: AutocastRegion
     text: str
     method: str = "forward"  # `model.forward_loss(batch)` runs forward_loss
+    noun: str = "a model"  # what the callee's name says it is: "a model", "a loss"
+    # The call's positional arguments whose dtypes are known, portable; () for none.
+    positional: tuple[Value, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,9 @@ class Dispatch:
     def __init__(self, path: str) -> None:
         self.path = path
         self.opaque_calls: list[OpaqueCall] = []
+        # Every call site amp-lint could not see into (ids of the Call nodes), a fact rules
+        # may read (ExecutionContext.is_opaque_call).
+        self.opaque_sites: set[int] = set()
         self.model_casts: list[ModelCast] = []
 
     def opaque(
@@ -66,6 +76,7 @@ class Dispatch:
         """What a call of something amp-lint cannot see into returns: under an enabled
         float16/bfloat16 region (or in a model cast to half), with tensor arguments, the
         half dtype as an assumption, unless its name says it returns no activation."""
+        self.opaque_sites.add(id(site))
         region = frame.active_region
         if region is None and frame.half_params is not None and args.carries_tensor_data():
             if callee_name is not None and not is_layer_name(callee_name, autocast=False):
@@ -78,7 +89,8 @@ class Dispatch:
         text = source_text(site)
         if not frame.dispatched:
             # The code it runs may be one of the project's modules, a loss among them.
-            self.opaque_calls.append(OpaqueCall(region, text, method))
+            noun = "a loss" if callee_name is not None and is_loss_name(callee_name) else "a model"
+            self.opaque_calls.append(OpaqueCall(region, text, method, noun, _known_arguments(args)))
         if callee_name is not None and not is_layer_name(callee_name):
             return UNKNOWN_VALUE
         dtype = region.lower_precision
@@ -98,24 +110,49 @@ class Dispatch:
         run under it. Messages name the file, not the line: a line needs positions, which
         cost as much as a parse."""
         found: dict[object, ClassAssumption] = {}
+        variants: dict[tuple[object, str], int] = {}
         for call in self.opaque_calls:
             region = portable_region(call.region)
             why = (
                 f"assumed to run under the {region.describe()} in {self.path}, where "
-                f"`{call.text}` calls a model amp-lint cannot resolve"
+                f"`{call.text}` calls {call.noun} amp-lint cannot resolve"
             )
-            assumption = ClassAssumption((), (call.method,), region, why, near=self.path)
-            found.setdefault(dispatch_key(assumption), assumption)
+            assumption = ClassAssumption(
+                (), (call.method,), region, why, near=self.path, positional=call.positional
+            )
+            key = dispatch_key(assumption)
+            if key in found:
+                continue
+            same_method = (region.key, call.method)
+            variants[same_method] = variants.get(same_method, 0) + 1
+            if variants[same_method] <= MAX_ARGUMENT_VARIANTS:
+                found[key] = assumption
         for cast in self.model_casts:
             why = (
                 f"assumed to run with {cast.dtype.describe()} parameters: `{cast.text}` in "
                 f"{self.path} casts a model amp-lint cannot resolve"
             )
             dtype = cast.dtype.assuming(
-                f"the model's parameters are {cast.dtype.describe()} ({why})"
+                f"the model's parameters are {cast.dtype.describe()}: `{cast.text}` in "
+                f"{self.path} casts a model amp-lint cannot resolve"
             )
             assumption = ClassAssumption(
                 (), ("forward",), None, why, near=self.path, half_params=dtype
             )
             found.setdefault(dispatch_key(assumption), assumption)
         return list(found.values())
+
+
+def _known_arguments(args: Arguments) -> tuple[Value, ...]:
+    """The positional arguments of a dispatched call whose dtypes are known (`outputs` of
+    a model assumed half), for the parameters of the methods it may run; () where none is
+    or where a starred argument hides which parameter gets which."""
+    if args.starred:
+        return ()
+    known = [
+        value.portable() if value.dtype.is_known_tensor or value.elements else UNKNOWN_VALUE
+        for value in args.positional
+    ]
+    while known and known[-1] == UNKNOWN_VALUE:
+        known.pop()
+    return tuple(known)

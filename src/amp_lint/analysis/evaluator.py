@@ -229,8 +229,9 @@ class Evaluator:
             if frame.half_params is not None and found.dtype.kind is DTypeKind.FLOAT32:
                 return Value(frame.half_params)  # a parameter or buffer cast with the model
             return found
-        if base.elements is not None and attribute in _TUPLE_FIELDS:
-            found = base.element(_TUPLE_FIELDS[attribute])  # `x.max(dim=1).values`
+        if base.elements is not None and base.keys is None and attribute in _TUPLE_FIELDS:
+            # `x.max(dim=1).values`; a dict's `.values` is its method (`d.values()`).
+            found = base.element(_TUPLE_FIELDS[attribute])
             return found if found is not None else UNKNOWN_VALUE
         if attribute in semantics.SHAPE_ATTRIBUTES:
             return Value(base.dtype) if base.dtype.is_known_tensor else UNKNOWN_VALUE

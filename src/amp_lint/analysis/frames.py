@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 
 import libcst as cst
@@ -82,10 +82,12 @@ class ExecutionContext:
         statement: cst.CSTNode,
         evaluate: Callable[[cst.BaseExpression, Frame], Value],
         find_class: Callable[[str], ForeignClass | None] = lambda qualified: None,
+        opaque_sites: Collection[int] = frozenset(),
     ) -> None:
         self.facts = facts
         self.frame = frame
         self._find_class = find_class
+        self._opaque_sites = opaque_sites
         # The statement being executed: a SimpleStatementLine, or a compound statement
         # whose header holds the node.
         self.statement = statement
@@ -128,6 +130,12 @@ class ExecutionContext:
     def constant(self, node: cst.BaseExpression) -> float | None:
         return self.value(node).constant
 
+    def is_opaque_call(self, call: cst.Call) -> bool:
+        """The call runs code amp-lint cannot see into (neither torch's nor a linted
+        file's): a library function, a model received as a parameter. Evaluates it first."""
+        self._evaluate(call, self.frame)
+        return id(call) in self._opaque_sites
+
     def qualified_name(self, node: cst.BaseExpression) -> str | None:
         return self.facts.names.qualified_name(node)
 
@@ -145,5 +153,10 @@ class ExecutionContext:
             parts.append("via " + " → ".join(str(site) for site in self.frame.chain))
         elif self.frame.assumption:
             parts.append(self.frame.assumption)
-        parts.extend(f"assumes {why}" for why in self.assumptions_used)
+        for why in self.assumptions_used:
+            # An assumption the frame's own why already states (`model.half()` both makes
+            # the method run and its parameters half) is said once.
+            shown = self.frame.assumption if not self.frame.chain else None
+            if shown is None or why.split(": ", 1)[-1] not in shown:
+                parts.append(f"assumes {why}")
         return f" ({'; '.join(parts)})" if parts else ""

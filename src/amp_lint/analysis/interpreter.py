@@ -126,6 +126,7 @@ class Interpreter:
                 assumption.why,
                 half_params=assumption.half_params,
                 dispatched=assumption.near is not None,
+                positional=assumption.positional,
             )
 
     def dispatched(self) -> list[ClassAssumption]:
@@ -154,8 +155,10 @@ class Interpreter:
         *,
         half_params: DType | None = None,
         dispatched: bool = False,
+        positional: tuple[Value, ...] = (),
     ) -> None:
-        """Analyse a function with unknown arguments (parameters with defaults get them);
+        """Analyse a function with unknown arguments (parameters with defaults get them),
+        or the known `positional` arguments of the call dispatched to it;
         a method runs with `self` an instance of `self_class` (a subclass that inherits it)
         or of the class defining it. In a model cast to half, its inputs are taken to be
         half too (they are the activations of the layers before it)."""
@@ -173,7 +176,7 @@ class Interpreter:
         if self_class is not None:
             frame.env.set("self", Value(OTHER, instance_of=self_class.qualified))
         self.calls.bind_values(
-            function, [], {}, frame, skip_self=owner is not None, caller_seen=False
+            function, list(positional), {}, frame, skip_self=owner is not None, caller_seen=False
         )
         if half_params is not None:
             for name in parameter_names(function, skip_self=owner is not None):
@@ -359,7 +362,12 @@ class Interpreter:
         if not self.observers_by_type:
             return
         context = ExecutionContext(
-            self.facts, frame, statement, self.evaluator.evaluate, self.cross_file.foreign_class
+            self.facts,
+            frame,
+            statement,
+            self.evaluator.evaluate,
+            self.cross_file.foreign_class,
+            self.dispatch.opaque_sites,
         )
         for node in statement_nodes(root):
             for observer in self.observers_by_type.get(type(node), ()):

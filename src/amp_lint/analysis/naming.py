@@ -83,6 +83,16 @@ def is_model_name(name: str) -> bool:
     return any(word.lower() in _MODEL_WORDS for word in _WORDS.findall(last))
 
 
+# Words in a name that say it holds a loss: its methods (`criterion.loss(out, y)`) may be
+# one of the project's losses.
+_LOSS_WORDS = frozenset(["loss", "losses", "criterion", "criterions", "crit"])
+
+
+def is_loss_name(name: str) -> bool:
+    """`criterion`, `self.loss_fn`, `losses`: a name that holds a loss object."""
+    return bool(_words(name) & _LOSS_WORDS)
+
+
 def _words(name: str) -> set[str]:
     return {word.lower() for word in _WORDS.findall(name.rsplit(".", 1)[-1])}
 

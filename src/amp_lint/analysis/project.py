@@ -186,6 +186,9 @@ class ClassAssumption:
     near: str | None = None
     # The dtype of the parameters, for a model cast to half (`model.half()`).
     half_params: DType | None = None
+    # The dispatched call's positional arguments (portable values; UNKNOWN where not
+    # known), bound to the parameters after `self`.
+    positional: tuple[Value, ...] = ()
 
 
 def dispatch_key(assumption: ClassAssumption) -> object:
@@ -195,7 +198,7 @@ def dispatch_key(assumption: ClassAssumption) -> object:
         return assumption
     precision = assumption.half_params.precision if assumption.half_params else None
     region = assumption.region.key if assumption.region is not None else None
-    return ("dispatch", region, precision, assumption.methods)
+    return ("dispatch", region, precision, assumption.methods, assumption.positional)
 
 
 def portable_region(region: AutocastRegion) -> AutocastRegion:

@@ -4,6 +4,7 @@ range on half-precision tensors."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -11,6 +12,7 @@ import libcst as cst
 
 from amp_lint.analysis.dtypes import DType, dtype_from_torch_name
 from amp_lint.analysis.frames import ExecutionContext
+from amp_lint.analysis.outline import dotted_name
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import finfo_limit, torch_name
 from amp_lint.rules.base import Report, Rule
@@ -133,13 +135,21 @@ is offered when the tensor is not a plain name (it would be written twice)."""
 The tensor's dtype must be known to be half precision: a function parameter of unknown
 dtype is not flagged. Constants held in 0-dimensional tensors (`torch.tensor(-1e9)`) are
 not followed. Index assignment `x[m] = -1e9` is AMP001's. The `threshold` argument of
-`F.threshold` (checked on CUDA only) and `nn.Threshold` modules are not checked."""
+`F.threshold` (checked on CUDA only) and `nn.Threshold` modules are not checked. A helper of
+a library that is not linted is read from its name: one named for masking or filling
+(`replace_masked_values`, `mask_logits`) given a float16 tensor and a constant beyond the
+float16 range is reported, since it usually fills with it (allennlp's did); a helper that
+uses the constant otherwise gives a false report there."""
     node_types = (cst.Call,)
     accepts_assumptions = True
 
     def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
         call = op_call(node, ctx, _OPS)
         if call is None:
+            if isinstance(node, cst.Call):
+                report = _opaque_mask_helper(node, ctx)
+                if report is not None:
+                    yield report
             return
         if call.op == "where":
             yield from self._where(call, ctx)
@@ -293,6 +303,40 @@ def _overflow(
         return _Overflow(float(constant), dtype, True)
     if abs(constant) > BFLOAT16_MAX:
         return _Overflow(float(constant), dtype, False)
+    return None
+
+
+# Words in the name of a helper amp-lint cannot see into that say it fills a tensor with one
+# of its arguments (allennlp's `replace_masked_values(x, mask, -1e7)`, `mask_logits`).
+_FILL_WORDS = frozenset(["mask", "masked", "fill", "replace"])
+_NAME_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
+def _opaque_mask_helper(call: cst.Call, ctx: ExecutionContext) -> Report | None:
+    """`util.replace_masked_values(scores, mask, -1e7)`: a helper from a library amp-lint
+    does not lint, named for masking, given a float16 tensor and a constant beyond float16's
+    range; what it does with them is read from its name."""
+    name = dotted_name(call.func)
+    if name is None or not {w.lower() for w in _NAME_WORDS.findall(name.rsplit(".", 1)[-1])} & (
+        _FILL_WORDS
+    ):
+        return None
+    values = [arg.value for arg in call.args if arg.star == ""]
+    tensors = [v for v in values if ctx.dtype(v).is_half]
+    if not tensors or not ctx.is_opaque_call(call):
+        return None
+    for value in values:
+        overflow = _overflow(value, ctx.dtype(tensors[0]), ctx)
+        if overflow is None or not overflow.is_float16 or value is tensors[0]:
+            continue
+        helper = name.rsplit(".", 1)[-1]
+        message = (
+            f"`{code(call)}` passes {overflow.constant:.3g}, {overflow.range_text}, with a "
+            f"{_tensor_phrase(overflow)} tensor to `{helper}`, which amp-lint cannot see "
+            f"into: if it fills the tensor with it, as its name says, it raises "
+            f"{overflow.error}; {_advice(tensors[0], None, overflow)}"
+        )
+        return Report(call, message, _fix(value, tensors[0], None, overflow, ctx))
     return None
 
 

@@ -87,8 +87,10 @@ are merged optimistically: an `unscale_` on any path counts, so
 are the non-AMP alternative (`else:` of a branch that calls `scaler.step`, `if not
 use_amp:`) are not checked. Any `scaler.unscale_` counts, whichever optimizer it names. A
 scaler is recognised by its constructor (`torch.amp.GradScaler`, `torch.cuda.amp.GradScaler`,
-`torch.GradScaler`, FSDP's `ShardedGradScaler`) or by `x.scale(loss).backward()`; one
-created with `enabled=False` is ignored."""
+`torch.GradScaler`, FSDP's `ShardedGradScaler`), by `x.scale(loss).backward()`, or, for a
+scaler the caller hands in, by `grad_scaler.step(optimizer)` on a name containing "scaler"
+(the scaled backward then happened in the caller); one created with `enabled=False` is
+ignored."""
 
     def check_module(self, facts: ModuleFacts) -> Iterator[Report]:
         flow = scaler_flow(facts)

@@ -91,7 +91,9 @@ or CPU autocast without `dtype=`, whose default is bfloat16) or a model cast to 
 and nothing float16: no float16 or unknown-dtype region, no `.half()`, and no mention of
 `torch.float16` anywhere (code that picks the dtype at run time names both). A dtype held
 in a variable, or passed from another module, makes the region unknown and the rule silent.
-A GradScaler whose `enabled=` is an expression is assumed to be gated already."""
+A GradScaler whose `enabled=` is an expression is assumed to be gated already. A GradScaler
+made in a branch taken only for bfloat16 (`elif mixed_precision == "bf16":`, `if args.bf16:`,
+`if dtype == torch.bfloat16:`) is flagged whatever else the module uses."""
 
     def check_module(self, facts: ModuleFacts) -> Iterator[Report]:
         setup = training_setup(facts.module, facts.names)

@@ -175,7 +175,7 @@ class _Scan:
                 if id(step.node) in reported:
                     continue
                 later = self._later_forward(step, events)
-                if later is None:
+                if later is None or not self._casts_cached(step, events):
                     continue
                 reported.add(id(step.node))
                 yield Report(step.node, self._message(step, later, region_text))
@@ -375,7 +375,8 @@ class _Scan:
             name = func.value
             if name in _BUILTINS or name in self.index.classes or name in self.names.bindings:
                 return False
-            return not _is_loss_word(name.lower())
+            # `model(x)`, `net_g(z)`; not `metrics(y_hat, y)` or `load_images(path)`.
+            return any(w in name.lower() for w in _MODEL_WORDS)
         if not isinstance(func, cst.Attribute):
             return False
         method = func.attr.value
@@ -388,6 +389,15 @@ class _Scan:
             return not _is_loss_word(method.lower())  # self.model(x), self.encoder(x)
         word = _receiver_word(func.value)
         return word is not None and any(w in word for w in _MODEL_WORDS)
+
+    def _casts_cached(self, step: _Event, events: list[_Event]) -> bool:
+        """A forward ran in the region before the update (or the update is in a loop with
+        one, or in a helper that runs one): autocast has cached casts of the weights. An
+        update before any forward (`model.load_state_dict(...)` right after building it)
+        leaves nothing stale."""
+        if step.loops or step.via is not None:
+            return True
+        return any(e.kind == "forward" and e.order < step.order for e in events)
 
     def _later_forward(self, step: _Event, events: list[_Event]) -> _Event | None:
         for event in events:

@@ -1,0 +1,4 @@
+from .detector import Detector
+from .loss import SetLoss
+
+__all__ = ["Detector", "SetLoss"]
