@@ -364,3 +364,43 @@ def test_library_mode_in_bfloat16_keeps_minus_1e9(tmp_path: Path) -> None:
 def test_dispatch_expected_output_is_what_the_tests_above_read() -> None:
     """The two findings the dispatch tests above pick out are the whole expected output."""
     assert positions(expected(DISPATCH)) == [DETECTOR, SET_LOSS]
+
+
+LOSS_CLASSES = {
+    "train.py": """
+        import torch
+
+        import nets
+
+
+        def step(build, cfg, x, y):
+            model = build(cfg.model)
+            criterion = build(cfg.loss)
+            with torch.autocast("cuda", dtype=torch.float16):
+                out = model(x)
+                return CALL
+        """,
+    "nets.py": """
+        import torch
+        from torch import nn
+
+
+        class DiceLoss(nn.Module):
+            def forward(self, logits, target):
+                p = logits.sigmoid()
+                return 1 - (2 * p * target).sum() / torch.log(p + 1e-10).sum()
+        """,
+}
+
+
+def test_a_model_call_does_not_run_the_projects_losses(tmp_path: Path) -> None:
+    """`model(x)` may be any of the project's modules, but not one named as a loss or a
+    metric; `criterion(out, y)` may be."""
+    files = dict(LOSS_CLASSES)
+    files["train.py"] = files["train.py"].replace("CALL", "out.sum()")
+    result = check(write(tmp_path / "model_call", files))
+    assert (result.stdout, result.returncode) == ("", 0), result.stderr
+    files["train.py"] = LOSS_CLASSES["train.py"].replace("CALL", "criterion(out, y)")
+    result = check(write(tmp_path / "loss_call", files))
+    assert positions(result.stdout) == ["nets.py:8:55: AMP102"], result.stderr
+    assert "where `criterion(out, y)` calls a loss amp-lint cannot resolve" in result.stdout

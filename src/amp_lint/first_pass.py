@@ -22,6 +22,7 @@ import ast
 import warnings
 from types import CodeType
 
+from amp_lint.analysis.naming import LIBRARY_METHODS
 from amp_lint.config import Config
 
 ENTRY_WORDS = frozenset(
@@ -43,15 +44,8 @@ HALF_WORDS = frozenset({"half", "float16", "bfloat16", "HalfTensor", "BFloat16Te
 # Library mode runs a module's forwards, framework steps, public functions and plain
 # classes' methods under autocast; a half value then comes from a layer or op autocast
 # runs in half, so a file needs one of these (or a forward, or a step a framework calls).
-LIBRARY_WORDS = frozenset(
+LIBRARY_WORDS = frozenset(LIBRARY_METHODS) | frozenset(
     {
-        "forward",
-        "training_step",
-        "validation_step",
-        "test_step",
-        "predict_step",
-        "compute_loss",
-        "forward_loss",
         "matmul",
         "bmm",
         "mm",

@@ -20,6 +20,7 @@ from amp_lint.analysis.calls import LOCAL_PREFIX, CallSite, ClassInfo
 from amp_lint.analysis.dtypes import OTHER, SCALAR
 from amp_lint.analysis.entry_points import decorator_regions
 from amp_lint.analysis.frames import MAX_CALL_DEPTH, ForeignClass, Frame
+from amp_lint.analysis.naming import is_activation_name
 from amp_lint.analysis.project import (
     PROJECT_PREFIX,
     ClassAssumption,
@@ -136,6 +137,8 @@ class CrossFileCalls:
                     continue
             elif not info.base_names or info.is_autograd_function:
                 continue
+            if assumption.models_only and not is_activation_name(info.name):
+                continue  # `DiceLoss`, `MeanAveragePrecision`: not what `model(x)` runs
             for method in assumption.methods:
                 function = self.interpreter.find_method(info, method)
                 if function is not None and self.interpreter.index.owner.get(id(function)) is info:

@@ -118,7 +118,13 @@ class Dispatch:
                 f"`{call.text}` calls {call.noun} amp-lint cannot resolve"
             )
             assumption = ClassAssumption(
-                (), (call.method,), region, why, near=self.path, positional=call.positional
+                (),
+                (call.method,),
+                region,
+                why,
+                near=self.path,
+                positional=call.positional,
+                models_only=call.noun == "a model",
             )
             key = dispatch_key(assumption)
             if key in found:
@@ -137,7 +143,7 @@ class Dispatch:
                 f"{self.path} casts a model amp-lint cannot resolve"
             )
             assumption = ClassAssumption(
-                (), ("forward",), None, why, near=self.path, half_params=dtype
+                (), ("forward",), None, why, near=self.path, half_params=dtype, models_only=True
             )
             found.setdefault(dispatch_key(assumption), assumption)
         return list(found.values())

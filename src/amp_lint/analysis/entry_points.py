@@ -12,6 +12,7 @@ from amp_lint.analysis.calls import ClassInfo, ModuleIndex
 from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import ModuleNames
+from amp_lint.analysis.naming import LIBRARY_METHODS
 from amp_lint.analysis.outline import calls_in, walk_statements
 from amp_lint.analysis.regions import (
     AccelerateSettings,
@@ -82,18 +83,6 @@ def library_region(config: Config) -> AutocastRegion | None:
     if config.assume_autocast is None:
         return None
     return AutocastRegion(config.assume_device, config.assume_autocast, True, LIBRARY_SPELLING)
-
-
-# Methods frameworks call on a model or loss, analysed in library mode beside `forward`.
-LIBRARY_METHODS = (
-    "forward",
-    "training_step",
-    "validation_step",
-    "test_step",
-    "predict_step",
-    "compute_loss",
-    "forward_loss",
-)
 
 
 def _library_entry_points(index: ModuleIndex, region: AutocastRegion) -> Iterator[AssumedRoot]:

@@ -77,6 +77,18 @@ _MODEL_WORDS = frozenset(
 )
 
 
+# Methods frameworks call on a model or loss, which library mode analyses beside `forward`.
+LIBRARY_METHODS = (
+    "forward",
+    "training_step",
+    "validation_step",
+    "test_step",
+    "predict_step",
+    "compute_loss",
+    "forward_loss",
+)
+
+
 def is_model_name(name: str) -> bool:
     """`model`, `self.net`, `text_encoder`, `unet`: a name that holds a model."""
     last = name.rsplit(".", 1)[-1]

@@ -229,3 +229,21 @@ def statement_nodes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
         if type(node) in _SCOPES_AND_SUITES:
             continue
         stack.extend(reversed(child_nodes(node)))
+
+
+def statement_expressions(statement: cst.BaseStatement) -> Iterator[cst.CSTNode]:
+    """The statement's own expressions (a compound statement's header, not its body)."""
+    if isinstance(statement, cst.SimpleStatementLine):
+        yield from statement.body
+    elif isinstance(statement, (cst.If, cst.While)):
+        yield statement.test
+    elif isinstance(statement, cst.For):
+        yield statement.iter
+    elif isinstance(statement, cst.With):
+        yield from statement.items
+    elif (
+        isinstance(statement, cst.BaseCompoundStatement)
+        and not isinstance(statement, cst.Match)  # cases, not a body
+        and isinstance(statement.body, cst.SimpleStatementSuite)
+    ):
+        yield from statement.body.body

@@ -189,6 +189,9 @@ class ClassAssumption:
     # The dispatched call's positional arguments (portable values; UNKNOWN where not
     # known), bound to the parameters after `self`.
     positional: tuple[Value, ...] = ()
+    # A model's call (not a loss's): classes named as losses or metrics (`DiceLoss`) are not
+    # what it runs.
+    models_only: bool = False
 
 
 def dispatch_key(assumption: ClassAssumption) -> object:

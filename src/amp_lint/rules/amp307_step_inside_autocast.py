@@ -12,7 +12,13 @@ import libcst as cst
 from amp_lint.analysis.calls import ModuleIndex, build_index
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import ModuleNames, dotted_name
-from amp_lint.analysis.outline import calls_in, child_nodes, small_statements, walk_statements
+from amp_lint.analysis.outline import (
+    calls_in,
+    child_nodes,
+    small_statements,
+    statement_expressions,
+    walk_statements,
+)
 from amp_lint.analysis.regions import (
     AccelerateSettings,
     AutocastRegion,
@@ -253,7 +259,7 @@ class _Scan:
                 continue
             counter[0] += 1
             order = counter[0]
-            for node in _own_nodes(statement):
+            for node in statement_expressions(statement):
                 for kind, found, via in self._events_in(node):
                     events.append(_Event(kind, found, order, loops, via))
             is_loop = isinstance(statement, (cst.For, cst.While))
@@ -316,7 +322,7 @@ class _Scan:
         for statement in walk_statements(cst.Module(body=[function])):
             if statement is function or isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
                 continue
-            for node in _own_nodes(statement):
+            for node in statement_expressions(statement):
                 for kind, found, via in self._events_in(node, seen):
                     if kind == "step" and step is None:
                         step = via or found
@@ -474,18 +480,6 @@ def _child_blocks(statement: cst.BaseStatement) -> Iterator[Sequence[cst.BaseSta
             yield _body(child.body)
         elif isinstance(child, cst.If):
             yield [child]
-
-
-def _own_nodes(statement: cst.BaseStatement) -> Iterator[cst.CSTNode]:
-    """The statement's own expressions (a compound statement's header, not its body)."""
-    if isinstance(statement, cst.SimpleStatementLine):
-        yield from statement.body
-    elif isinstance(statement, (cst.If, cst.While)):
-        yield statement.test
-    elif isinstance(statement, cst.For):
-        yield statement.iter
-    elif isinstance(statement, cst.With):
-        yield from statement.items
 
 
 def _target_names(target: cst.BaseExpression) -> Iterator[str]:

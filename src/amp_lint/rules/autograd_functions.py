@@ -17,6 +17,7 @@ from amp_lint.analysis.outline import (
     calls_in,
     child_nodes,
     positional_arguments,
+    statement_expressions,
     subtree_nodes,
     walk_function_statements,
 )
@@ -30,7 +31,7 @@ _CASTS = frozenset(["type_as", "to", "type", "float", "half", "double", "bfloat1
 def reads_saved_tensors(backward: cst.FunctionDef) -> bool:
     """`ctx.saved_tensors` (or the older `saved_variables`) anywhere in backward."""
     for statement in statements(backward):
-        for node in _expressions(statement):
+        for node in statement_expressions(statement):
             for call_or_attr in _attributes(node):
                 if call_or_attr.attr.value in _SAVED:
                     return True
@@ -56,7 +57,7 @@ def needs_matching_dtypes(
     """A dtype-strict op in the function, or in a module function it calls (one level),
     or a call to code that is not torch's and not this module's (an extension kernel)."""
     for statement in statements(function):
-        for node in _expressions(statement):
+        for node in statement_expressions(statement):
             if any(
                 isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.MatrixMultiply)
                 for n in subtree_nodes(node)
@@ -88,7 +89,7 @@ def calls_outside_torch(
     module, a kernel launch (`kernel[grid](...)`). A function of this module is looked into,
     one level deep (`bloom_gelu_forward(x)` is torch arithmetic, not a kernel)."""
     for statement in statements(function):
-        for node in _expressions(statement):
+        for node in statement_expressions(statement):
             for call in calls_in(node):
                 func = call.func
                 helper = index.functions.get(func.value) if isinstance(func, cst.Name) else None
@@ -132,24 +133,6 @@ def statements(function: cst.FunctionDef) -> Iterator[cst.BaseStatement]:
     for statement in walk_function_statements(function):
         if not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
             yield statement
-
-
-def _expressions(statement: cst.BaseStatement) -> Iterator[cst.CSTNode]:
-    """The statement's own expressions (a compound statement's header, not its body)."""
-    if isinstance(statement, cst.SimpleStatementLine):
-        yield from statement.body
-    elif isinstance(statement, (cst.If, cst.While)):
-        yield statement.test
-    elif isinstance(statement, cst.For):
-        yield statement.iter
-    elif isinstance(statement, cst.With):
-        yield from statement.items
-    elif (
-        isinstance(statement, cst.BaseCompoundStatement)
-        and not isinstance(statement, cst.Match)  # cases, not a body
-        and isinstance(statement.body, cst.SimpleStatementSuite)
-    ):
-        yield from statement.body.body
 
 
 def _attributes(node: cst.CSTNode) -> Iterator[cst.Attribute]:
