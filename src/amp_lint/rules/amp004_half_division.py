@@ -8,7 +8,7 @@ import libcst as cst
 
 from amp_lint.analysis.dtypes import DTypeKind
 from amp_lint.analysis.frames import ExecutionContext
-from amp_lint.analysis.outline import positional_arguments
+from amp_lint.analysis.outline import dotted_name, positional_arguments
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import upcast
 from amp_lint.rules.base import Report, Rule
@@ -66,7 +66,10 @@ of the denominator). It is **unsafe**: the quotient becomes float32 instead of f
 Only denominators that carry an explicit epsilon (`d + eps`, `d.clamp(min=eps)`,
 `torch.clamp(d, min=eps)`, `d.clamp_min(eps)`) are flagged: a division by a bare value that
 may be zero is a bug in float32 too. Epsilons held in variables are followed when they are
-assigned a literal in the same function or module."""
+assigned a literal in the same function or module. A value divided by its own last entry,
+peak or norm (`y / (y[:, -1:] + eps)`, `x / (x.norm() + eps)`) is reported only when eps
+rounds to 0 in float16: otherwise the quotient is bounded by 1 and 1/eps never shows
+(measured on CPU float16 for inputs down to 0)."""
     node_types = (cst.BinaryOperation, cst.Call)
     accepts_assumptions = True
 
@@ -90,7 +93,7 @@ assigned a literal in the same function or module."""
                 f"the guard `{code(denominator)}` is computed in {half_phrase(guard_dtype)}, "
                 f"where {eps:g} rounds to 0, so a zero denominator gives inf or NaN"
             )
-        elif division_dtype.may_be_float16:
+        elif division_dtype.may_be_float16 and not _part_of(base, numerator):
             what = (
                 f"it divides in {half_phrase(division_dtype)} and 1/{eps:g} exceeds the "
                 "float16 maximum 65504, so a near-zero denominator gives inf"
@@ -156,6 +159,36 @@ def _clamp_guard(call: cst.Call, ctx: ExecutionContext) -> tuple[cst.BaseExpress
         return None
     eps = ctx.constant(bound) if bound is not None else None
     return (base, eps) if _small(eps) and eps is not None else None
+
+
+def _part_of(base: cst.BaseExpression, numerator: cst.BaseExpression) -> bool:
+    """`y / (y[:, -1:] + eps)`, `x / (x.abs().amax(-1) + eps)`, `x / (x.norm() + eps)`: a
+    value normalised by its own last entry, peak or norm. Where the denominator is near zero
+    the numerator is too, so the quotient stays small and 1/eps never shows; only an eps
+    that rounds to 0 (0/0) remains a hazard, which is reported above. A spread (`x.std()`)
+    bounds nothing: `x / (x.std() + eps)` is still reported."""
+    name = dotted_name(numerator)
+    return name is not None and name == _bounding_root(base)
+
+
+def _bounding_root(node: cst.BaseExpression) -> str | None:
+    """The variable `node` takes an entry, a peak or a norm of (`x[:, -1:]`,
+    `x.abs().max(-1)[0]`, `x.norm(dim=-1)`); None for anything else."""
+    while True:
+        if isinstance(node, cst.Subscript):
+            node = node.value
+        elif (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in _BOUNDING_METHODS
+        ):
+            node = node.func.value
+        else:
+            return dotted_name(node)
+
+
+# Methods whose result bounds each entry of the tensor in magnitude.
+_BOUNDING_METHODS = frozenset(["abs", "max", "amax", "norm"])
 
 
 def _small(eps: float | None) -> bool:
