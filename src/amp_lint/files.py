@@ -123,7 +123,16 @@ def _is_excluded(path: Path, config: Config) -> bool:
 FRAMEWORK_VOCABULARY = (b"precision", b"fp16", b"bf16")
 # Library mode analyses forwards, framework steps, public functions and plain classes: a
 # half value there comes from a layer or op autocast runs in half (first_pass.LIBRARY_WORDS).
-LIBRARY_VOCABULARY = (b"forward", b"_step", b"compute_loss", b"mm", b"einsum", b"inear", b"onv")
+LIBRARY_VOCABULARY = (
+    b"forward",
+    b"_step",
+    b"compute_loss",
+    b"mm",
+    b"einsum",
+    b"inear",
+    b"onv",
+    b" @ ",
+)
 # Configured framework settings name these classes.
 _CONFIGURED_FRAMEWORK_CLASSES = (b"LightningModule", b"Trainer", b"PreTrainedModel")
 

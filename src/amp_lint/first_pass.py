@@ -83,8 +83,8 @@ def own_code_may_have_findings(source: bytes, config: Config) -> bool:
     words = ENTRY_WORDS | _configured_words(config)
     if names & words or any("scaler" in name.lower() for name in names):
         return True
-    if config.assume_autocast is not None and names & LIBRARY_WORDS:
-        return True
+    if config.assume_autocast is not None and (names & LIBRARY_WORDS or b" @ " in source):
+        return True  # `a @ w` is a matmul, which autocast runs in half
     if not names & HALF_WORDS:
         return False
     return _half_outside_comparisons(ast.parse(source))

@@ -18,6 +18,8 @@ class DTypeKind(enum.Enum):
     HALF = "half"  # float16 or bfloat16, see DType.precision
     FLOAT32 = "float32"
     FLOAT64 = "float64"
+    # complex64/complex128: autocast never casts them, and they win promotion with half.
+    COMPLEX = "complex"
     INTEGER = "integer"
     BOOL = "bool"
     SCALAR = "scalar"  # a Python number or size: never promotes a tensor
@@ -83,6 +85,7 @@ class DType:
         names: dict[DTypeKind, str] = {
             DTypeKind.FLOAT32: "Float",
             DTypeKind.FLOAT64: "Double",
+            DTypeKind.COMPLEX: "ComplexFloat",
             DTypeKind.INTEGER: "Long",
             DTypeKind.BOOL: "Bool",
         }
@@ -93,6 +96,7 @@ _TENSOR_KINDS = (
     DTypeKind.HALF,
     DTypeKind.FLOAT32,
     DTypeKind.FLOAT64,
+    DTypeKind.COMPLEX,
     DTypeKind.INTEGER,
     DTypeKind.BOOL,
 )
@@ -100,6 +104,7 @@ _TENSOR_KINDS = (
 UNKNOWN = DType(DTypeKind.UNKNOWN)
 FLOAT32 = DType(DTypeKind.FLOAT32)
 FLOAT64 = DType(DTypeKind.FLOAT64)
+COMPLEX = DType(DTypeKind.COMPLEX)
 INTEGER = DType(DTypeKind.INTEGER)
 BOOL = DType(DTypeKind.BOOL)
 SCALAR = DType(DTypeKind.SCALAR)
@@ -129,6 +134,10 @@ _TORCH_DTYPES: dict[str, DType] = {
     "torch.float": FLOAT32,
     "torch.float64": FLOAT64,
     "torch.double": FLOAT64,
+    "torch.complex64": COMPLEX,
+    "torch.cfloat": COMPLEX,
+    "torch.complex128": COMPLEX,
+    "torch.cdouble": COMPLEX,
     "torch.int64": INTEGER,
     "torch.long": INTEGER,
     "torch.int32": INTEGER,
@@ -168,6 +177,8 @@ def _promote(dtypes: list[DType]) -> DType:
         return SCALAR if dtypes else UNKNOWN
     if any(d.kind is DTypeKind.UNKNOWN for d in tensors):
         return UNKNOWN
+    if any(d.kind is DTypeKind.COMPLEX for d in tensors):
+        return COMPLEX
     floats = [d for d in tensors if d.kind in _FLOAT_RANK]
     if floats:
         return _widest_float(floats)

@@ -255,7 +255,7 @@ def op_result(op: str, inputs: list[DType], region: AutocastRegion | None) -> DT
 def _apply_category(category: OpCategory, inputs: list[DType], region: AutocastRegion) -> DType:
     known = [d for d in inputs if d.kind not in NON_TENSOR_KINDS]
     # Autocast casts only floating-point tensors and leaves float64 alone.
-    if any(d.kind is DTypeKind.FLOAT64 for d in known):
+    if any(d.kind in (DTypeKind.FLOAT64, DTypeKind.COMPLEX) for d in known):
         return promote(inputs)
     if known and all(d.kind in (DTypeKind.INTEGER, DTypeKind.BOOL) for d in known):
         return promote(inputs)

@@ -11,6 +11,7 @@ from amp_lint.analysis import semantics
 from amp_lint.analysis.dtypes import (
     BFLOAT16,
     BOOL,
+    COMPLEX,
     FLOAT16,
     FLOAT32,
     FLOAT64,
@@ -32,6 +33,13 @@ if TYPE_CHECKING:
     from amp_lint.analysis.evaluator import Evaluator
 
 
+# Methods that only mean something for complex tensors, and those that take a real part.
+_CONJUGATES = frozenset(["conj", "conj_physical", "resolve_conj"])
+_REAL_PARTS = frozenset(["abs", "angle", "real", "imag"])
+# Functions whose result is complex whatever their input.
+_COMPLEX_RESULTS = frozenset(["torch.view_as_complex", "torch.complex", "torch.polar"])
+
+
 class TorchCalls:
     def __init__(self, evaluator: Evaluator) -> None:
         self.evaluator = evaluator
@@ -45,6 +53,10 @@ class TorchCalls:
             return Value(SCALAR)
         if method in semantics.CONVERSION_METHODS:
             return Value(semantics.CONVERSION_METHODS[method])
+        if method in _CONJUGATES and dtype.kind in (DTypeKind.UNKNOWN, DTypeKind.COMPLEX):
+            return Value(COMPLEX)  # a value one conjugates is complex (a no-op on real ones)
+        if dtype.kind is DTypeKind.COMPLEX and method in _REAL_PARTS:
+            return UNKNOWN_VALUE  # `.abs()` of complex64 is float32, of complex128 float64
         if method in ("to", "type"):
             return Value(self._to_dtype(node, dtype, frame))
         if method == "type_as" and node.args:
@@ -112,6 +124,10 @@ class TorchCalls:
         explicit = self._dtype_keyword(node, frame)
         name = qualified.rsplit(".", 1)[-1]
         positional = positional_arguments(node)
+        if qualified in _COMPLEX_RESULTS:
+            for argument in node.args:
+                self.evaluator.evaluate(argument.value, frame)
+            return Value(COMPLEX)
         if qualified.startswith("torch.") and name in semantics.LIKE_FACTORIES:
             like = self.evaluator.evaluate(positional[0], frame).dtype if positional else UNKNOWN
             return Value(explicit or like)

@@ -140,6 +140,13 @@ class Value:
             each=self.each.portable() if self.each is not None else None,
             denotes=self.denotes,
             text=self.text,
+            # `with amp_off(x):`, a helper in another file returning
+            # `torch.autocast(..., enabled=False)`: the region, without its syntax nodes.
+            region=(
+                replace(self.region, node=None, device_expr=None)
+                if self.region is not None
+                else None
+            ),
         )
 
 

@@ -202,7 +202,9 @@ FFTs under CUDA float16 are flagged even when every size is a power of two (they
 with an experimental `complex32` result). `torch.stft` is flagged only without a `window`
 or with a half-precision one: a float32 window promotes the framed signal to float32.
 `linalg.matrix_norm` / `linalg.norm` with `ord=2`, `-2` or `"nuc"` (an SVD inside) under CPU
-autocast are not flagged."""
+autocast are not flagged. Complex tensors are never cast by autocast: a value that is
+conjugated (`.conj()`) or built by `torch.view_as_complex`/`torch.complex`/`torch.polar`
+is complex, and what it meets stays complex."""
     node_types = (cst.Call,)
     accepts_assumptions = True
 

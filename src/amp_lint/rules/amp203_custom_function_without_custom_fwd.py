@@ -13,9 +13,7 @@ from amp_lint.analysis.dtypes import DTypeKind
 from amp_lint.analysis.frames import ExecutionContext
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import ModuleNames, dotted_name
-from amp_lint.analysis.outline import (
-    small_statements,
-)
+from amp_lint.analysis.outline import calls_in, small_statements, statement_expressions
 from amp_lint.analysis.regions import AutocastRegion
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.amp_api import torch_spelling
@@ -25,6 +23,7 @@ from amp_lint.rules.autograd_functions import (
     cast_parameters,
     needs_matching_dtypes,
     reads_saved_tensors,
+    statements,
 )
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import code
@@ -167,7 +166,11 @@ autocast, float16 and bfloat16), so they are not flagged: in library mode on tra
 this removed 8 of 18 reports. A backward that calls methods of other objects
 (`layer.backward_pass(...)`) is not looked into, and one that recomputes a layer with
 autocast off is flagged only through its other calls. A `custom_fwd` whose
-`device_type` is not a literal counts as covering every device."""
+`device_type` is not a literal counts as covering every device. A backward that converts
+tensors itself (`.to(...)`, `.float()`, `type_as`) is taken to handle the dtypes, and a call
+that passes fewer arguments than forward needs (a TypeError in any precision) is not
+reported. The message names backward; with extension kernels that require every input to
+share the features' dtype (mmcv's ops), the failure usually comes in forward already."""
     node_types = (cst.Call,)
 
     def __init__(self) -> None:
@@ -205,11 +208,13 @@ autocast off is flagged only through its other calls. A `custom_fwd` whose
             return
         forward = function.method("forward")
         backward = function.method("backward")
-        if forward is None:
-            return
+        if forward is None or _too_few_arguments(forward, node):
+            return  # a call that raises TypeError in any precision is not an AMP finding
         mixed = _mixed_inputs(forward, node, ctx)
         if mixed is None and (
-            _handles_dtypes(forward, node, ctx) or not function.mixes_dtypes(forward, backward)
+            _handles_dtypes(forward, node, ctx)
+            or not function.mixes_dtypes(forward, backward)
+            or (backward is not None and _casts_in_backward(backward))
         ):
             return
         fwd = _decorated(forward, function.names, _CUSTOM_FWD)
@@ -396,6 +401,33 @@ def _mixed_inputs(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionContex
     if not (half and single):
         return None
     return f"with inputs of two dtypes ({half[0]} and {single[0]})"
+
+
+def _too_few_arguments(forward: cst.FunctionDef, call: cst.Call) -> bool:
+    """`Cls.apply(a, b)` for a forward(ctx, a, b, c) without defaults."""
+    if any(arg.star for arg in call.args):
+        return False
+    params = [*forward.params.posonly_params, *forward.params.params][1:]  # ctx
+    required = [p.name.value for p in params if p.default is None]
+    given = len([a for a in call.args if a.keyword is None])
+    keywords = {a.keyword.value for a in call.args if a.keyword is not None}
+    return any(name not in keywords for name in required[given:])
+
+
+# Conversions that, in a backward, bring the saved tensors and the gradient to one dtype.
+_CASTS = frozenset(["to", "type", "type_as", "float", "half", "bfloat16", "double"])
+
+
+def _casts_in_backward(backward: cst.FunctionDef) -> bool:
+    """Backward converts tensors itself (`grad.to(weight.dtype)`, `w.float()`): its author
+    dealt with the dtypes that forward under autocast leaves it."""
+    for statement in statements(backward):
+        for node in statement_expressions(statement):
+            for call in calls_in(node):
+                func = call.func
+                if isinstance(func, cst.Attribute) and func.attr.value in _CASTS:
+                    return True
+    return False
 
 
 def _handles_dtypes(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionContext) -> bool:
