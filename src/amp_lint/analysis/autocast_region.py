@@ -4,7 +4,7 @@ without loading libcst."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from amp_lint.analysis.dtypes import FLOAT16, DType, half
@@ -38,6 +38,12 @@ class AutocastRegion:
     @property
     def key(self) -> tuple[str | None, str | None, bool | None]:
         return (self.device, self.dtype, self.enabled)
+
+    def portable(self) -> AutocastRegion:
+        """The region without syntax nodes, to travel to another file's analysis."""
+        if self.node is None and self.device_expr is None:
+            return self
+        return replace(self, node=None, device_expr=None)
 
     def describe(self) -> str:
         device = self.device or "unknown-device"

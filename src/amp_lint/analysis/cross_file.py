@@ -26,7 +26,6 @@ from amp_lint.analysis.project import (
     ClassAssumption,
     EntryContext,
     ProjectTarget,
-    portable_region,
 )
 from amp_lint.analysis.values import UNKNOWN_VALUE, Env, Value
 
@@ -253,7 +252,7 @@ class CrossFileCalls:
         entry = EntryContext(
             path,
             target,
-            tuple(portable_region(r) for r in caller.regions),
+            tuple(r.portable() for r in caller.regions),
             positional,
             keywords,
             tuple(str(step) for step in (*caller.chain, here)),

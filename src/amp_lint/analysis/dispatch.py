@@ -25,7 +25,7 @@ from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16, DType
 from amp_lint.analysis.frames import Frame
 from amp_lint.analysis.naming import is_layer_name, is_loss_name
 from amp_lint.analysis.outline import source_text
-from amp_lint.analysis.project import ClassAssumption, dispatch_key, portable_region
+from amp_lint.analysis.project import ClassAssumption, dispatch_key
 from amp_lint.analysis.values import UNKNOWN_VALUE, Value
 
 # Calls of the same method under the same region with different known arguments each run
@@ -112,7 +112,7 @@ class Dispatch:
         found: dict[object, ClassAssumption] = {}
         variants: dict[tuple[object, str], int] = {}
         for call in self.opaque_calls:
-            region = portable_region(call.region)
+            region = call.region.portable()
             why = (
                 f"assumed to run under the {region.describe()} in {self.path}, where "
                 f"`{call.text}` calls {call.noun} amp-lint cannot resolve"

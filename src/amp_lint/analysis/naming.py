@@ -91,8 +91,7 @@ LIBRARY_METHODS = (
 
 def is_model_name(name: str) -> bool:
     """`model`, `self.net`, `text_encoder`, `unet`: a name that holds a model."""
-    last = name.rsplit(".", 1)[-1]
-    return any(word.lower() in _MODEL_WORDS for word in _WORDS.findall(last))
+    return bool(name_words(name) & _MODEL_WORDS)
 
 
 # Words in a name that say it holds a loss: its methods (`criterion.loss(out, y)`) may be
@@ -102,24 +101,26 @@ _LOSS_WORDS = frozenset(["loss", "losses", "criterion", "criterions", "crit"])
 
 def is_loss_name(name: str) -> bool:
     """`criterion`, `self.loss_fn`, `losses`: a name that holds a loss object."""
-    return bool(_words(name) & _LOSS_WORDS)
+    return bool(name_words(name) & _LOSS_WORDS)
 
 
-def _words(name: str) -> set[str]:
+def name_words(name: str) -> set[str]:
+    """The lower-case words of a dotted name's last part: `self.loss_fn` -> {"loss", "fn"},
+    `replaceMaskedValues` -> {"replace", "masked", "values"}."""
     return {word.lower() for word in _WORDS.findall(name.rsplit(".", 1)[-1])}
 
 
 def is_activation_name(name: str) -> bool:
     """False for a variable or key that holds a loss or metric (`loss`, `loss_dict`,
     `outputs["loss"]`, `metrics`)."""
-    return not _words(name) & _RESULTS
+    return not name_words(name) & _RESULTS
 
 
 def is_layer_name(name: str, *, autocast: bool = True) -> bool:
     """False for a callee that returns no activation: `criterion`, `self.loss_fn`,
     `tokenizer`, `self.embed`; under autocast also `self.norm1` and `softmax`, which
     autocast runs in float32."""
-    words = _words(name)
+    words = name_words(name)
     if words & _NOT_LAYERS:
         return False
     return not (autocast and words & _FLOAT32_UNDER_AUTOCAST)

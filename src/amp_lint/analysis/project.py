@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from amp_lint.analysis.autocast_region import AutocastRegion
 from amp_lint.analysis.dtypes import DType
@@ -202,13 +202,6 @@ def dispatch_key(assumption: ClassAssumption) -> object:
     precision = assumption.half_params.precision if assumption.half_params else None
     region = assumption.region.key if assumption.region is not None else None
     return ("dispatch", region, precision, assumption.methods, assumption.positional)
-
-
-def portable_region(region: AutocastRegion) -> AutocastRegion:
-    """The region without syntax nodes, to travel to another file's analysis."""
-    if region.node is None and region.device_expr is None:
-        return region
-    return replace(region, node=None, device_expr=None)
 
 
 @dataclass(frozen=True)

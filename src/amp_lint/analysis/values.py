@@ -142,11 +142,7 @@ class Value:
             text=self.text,
             # `with amp_off(x):`, a helper in another file returning
             # `torch.autocast(..., enabled=False)`: the region, without its syntax nodes.
-            region=(
-                replace(self.region, node=None, device_expr=None)
-                if self.region is not None
-                else None
-            ),
+            region=self.region.portable() if self.region is not None else None,
         )
 
 

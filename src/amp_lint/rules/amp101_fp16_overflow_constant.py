@@ -4,7 +4,6 @@ range on half-precision tensors."""
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -12,6 +11,7 @@ import libcst as cst
 
 from amp_lint.analysis.dtypes import DType, dtype_from_torch_name
 from amp_lint.analysis.frames import ExecutionContext
+from amp_lint.analysis.naming import name_words
 from amp_lint.analysis.outline import dotted_name
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import finfo_limit, torch_name
@@ -309,7 +309,6 @@ def _overflow(
 # Words in the name of a helper amp-lint cannot see into that say it fills a tensor with one
 # of its arguments (allennlp's `replace_masked_values(x, mask, -1e7)`, `mask_logits`).
 _FILL_WORDS = frozenset(["mask", "masked", "fill", "replace"])
-_NAME_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
 def _opaque_mask_helper(call: cst.Call, ctx: ExecutionContext) -> Report | None:
@@ -317,9 +316,7 @@ def _opaque_mask_helper(call: cst.Call, ctx: ExecutionContext) -> Report | None:
     does not lint, named for masking, given a float16 tensor and a constant beyond float16's
     range; what it does with them is read from its name."""
     name = dotted_name(call.func)
-    if name is None or not {w.lower() for w in _NAME_WORDS.findall(name.rsplit(".", 1)[-1])} & (
-        _FILL_WORDS
-    ):
+    if name is None or not name_words(name) & _FILL_WORDS:
         return None
     values = [arg.value for arg in call.args if arg.star == ""]
     tensors = [v for v in values if ctx.dtype(v).is_half]

@@ -13,7 +13,7 @@ from amp_lint.analysis.dtypes import DTypeKind
 from amp_lint.analysis.frames import ExecutionContext
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import ModuleNames, dotted_name
-from amp_lint.analysis.outline import calls_in, small_statements, statement_expressions
+from amp_lint.analysis.outline import small_statements
 from amp_lint.analysis.regions import AutocastRegion
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.amp_api import torch_spelling
@@ -21,9 +21,10 @@ from amp_lint.rules.autograd_functions import (
     bound_arguments,
     calls_outside_torch,
     cast_parameters,
+    converts_dtypes,
     needs_matching_dtypes,
     reads_saved_tensors,
-    statements,
+    too_few_arguments,
 )
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import code
@@ -208,13 +209,13 @@ share the features' dtype (mmcv's ops), the failure usually comes in forward alr
             return
         forward = function.method("forward")
         backward = function.method("backward")
-        if forward is None or _too_few_arguments(forward, node):
+        if forward is None or too_few_arguments(forward, node):
             return  # a call that raises TypeError in any precision is not an AMP finding
         mixed = _mixed_inputs(forward, node, ctx)
         if mixed is None and (
             _handles_dtypes(forward, node, ctx)
             or not function.mixes_dtypes(forward, backward)
-            or (backward is not None and _casts_in_backward(backward))
+            or (backward is not None and converts_dtypes(backward))
         ):
             return
         fwd = _decorated(forward, function.names, _CUSTOM_FWD)
@@ -401,33 +402,6 @@ def _mixed_inputs(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionContex
     if not (half and single):
         return None
     return f"with inputs of two dtypes ({half[0]} and {single[0]})"
-
-
-def _too_few_arguments(forward: cst.FunctionDef, call: cst.Call) -> bool:
-    """`Cls.apply(a, b)` for a forward(ctx, a, b, c) without defaults."""
-    if any(arg.star for arg in call.args):
-        return False
-    params = [*forward.params.posonly_params, *forward.params.params][1:]  # ctx
-    required = [p.name.value for p in params if p.default is None]
-    given = len([a for a in call.args if a.keyword is None])
-    keywords = {a.keyword.value for a in call.args if a.keyword is not None}
-    return any(name not in keywords for name in required[given:])
-
-
-# Conversions that, in a backward, bring the saved tensors and the gradient to one dtype.
-_CASTS = frozenset(["to", "type", "type_as", "float", "half", "bfloat16", "double"])
-
-
-def _casts_in_backward(backward: cst.FunctionDef) -> bool:
-    """Backward converts tensors itself (`grad.to(weight.dtype)`, `w.float()`): its author
-    dealt with the dtypes that forward under autocast leaves it."""
-    for statement in statements(backward):
-        for node in statement_expressions(statement):
-            for call in calls_in(node):
-                func = call.func
-                if isinstance(func, cst.Attribute) and func.attr.value in _CASTS:
-                    return True
-    return False
 
 
 def _handles_dtypes(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionContext) -> bool:

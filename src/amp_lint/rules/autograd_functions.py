@@ -175,8 +175,34 @@ def bound_arguments(
     nothing when the call unpacks `*args` or `**kwargs`."""
     if any(arg.star for arg in call.args):
         return []
-    params = [p.name.value for p in (*forward.params.posonly_params, *forward.params.params)]
-    params = params[1:]  # ctx
+    params = [p.name.value for p in _parameters_after_ctx(forward)]
     bound = list(zip(params, positional_arguments(call)))
     bound += [(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
     return bound
+
+
+def too_few_arguments(forward: cst.FunctionDef, call: cst.Call) -> bool:
+    """`Cls.apply(a, b)` for a forward(ctx, a, b, c) without defaults: a TypeError in any
+    precision."""
+    if any(arg.star for arg in call.args):
+        return False
+    required = [p.name.value for p in _parameters_after_ctx(forward) if p.default is None]
+    given = len([a for a in call.args if a.keyword is None])
+    keywords = {a.keyword.value for a in call.args if a.keyword is not None}
+    return any(name not in keywords for name in required[given:])
+
+
+def converts_dtypes(function: cst.FunctionDef) -> bool:
+    """The method converts tensors itself (`grad.to(weight.dtype)`, `w.float()`): in a
+    backward, its author dealt with the dtypes forward under autocast leaves it."""
+    for statement in statements(function):
+        for node in statement_expressions(statement):
+            for call in calls_in(node):
+                func = call.func
+                if isinstance(func, cst.Attribute) and func.attr.value in _CASTS:
+                    return True
+    return False
+
+
+def _parameters_after_ctx(forward: cst.FunctionDef) -> list[cst.Param]:
+    return [*forward.params.posonly_params, *forward.params.params][1:]
