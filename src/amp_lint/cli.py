@@ -26,8 +26,10 @@ from amp_lint.findings import Finding, FixSafety
 from amp_lint.formats import json as json_format
 from amp_lint.formats import text as text_format
 from amp_lint.formats.text import plural
-from amp_lint.project_run import RunOptions, default_cache_directory, lint_sources
-from amp_lint.runner import Job, Outcome, read_sources, run_jobs, unified_diff, write_fixes
+from amp_lint.progress import Progress
+from amp_lint.project_run import RunOptions, default_cache_directory
+from amp_lint.runner import Job, Outcome, run_jobs, unified_diff, write_fixes
+from amp_lint.warm_run import lint_paths
 
 PROGRAM = "amp-lint"
 SUBCOMMANDS = ("check", "rules", "rule", "verify")
@@ -114,6 +116,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the path to report (and match against config globs) for standard input",
     )
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even if findings remain")
+    check.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print the findings and errors only: no summary line, no progress",
+    )
     check.add_argument(
         "--assume-autocast",
         choices=CHOICES["dtype"],
@@ -204,14 +212,14 @@ def _run_check(args: argparse.Namespace) -> int:
             reporter.error("- (standard input) cannot be combined with other paths")
             return EXIT_ERROR
         return _check_stdin(args, config, reporter)
-    sources = read_sources(paths, config, reporter.error)
     options = RunOptions(
         fix=bool(args.fix or args.diff),
         unsafe=bool(args.unsafe_fixes),
         cache_directory=_cache_directory(args, config),
         first_pass=not args.no_first_pass,
+        progress=Progress.for_terminal(quiet=args.quiet),
     )
-    outcomes = lint_sources(sources, config, options, reporter.error).outcomes
+    outcomes = lint_paths(paths, config, options, reporter.error).outcomes
     if args.diff:
         return _report_diff(outcomes, args, reporter)
     if args.fix:
@@ -289,6 +297,8 @@ def _report_findings(outcomes: list[Outcome], args: argparse.Namespace, reporter
 
 
 def _print_found_summary(remaining: list[Finding], args: argparse.Namespace) -> None:
+    if args.quiet:
+        return
     safe, unsafe = _fixable_counts(remaining)
     fixable, hidden = (safe + unsafe, 0) if args.unsafe_fixes else (safe, unsafe)
     option = "--fix --unsafe-fixes" if args.unsafe_fixes else "--fix"
@@ -306,6 +316,8 @@ def _print_found_summary(remaining: list[Finding], args: argparse.Namespace) -> 
 
 
 def _print_fix_summary(outcomes: list[Outcome], args: argparse.Namespace) -> None:
+    if args.quiet:
+        return
     fixed = sum(len(outcome.fixed) for outcome in outcomes)
     remaining = [finding for outcome in outcomes for finding in outcome.remaining]
     if not fixed and not remaining:

@@ -64,6 +64,9 @@ class Discovery:
 
     files: list[Path] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # os.stat of each file (following symlinks), where it could be taken: the warm-run index
+    # (warm_run.py) tells unchanged files by it without reading them.
+    stats: dict[str, os.stat_result] = field(default_factory=dict)
 
 
 def discover_python_files(paths: Iterable[Path], config: Config) -> Discovery:
@@ -74,7 +77,7 @@ def discover_python_files(paths: Iterable[Path], config: Config) -> Discovery:
     directories' contents in sorted order.
     """
     discovery = Discovery()
-    seen: set[Path] = set()
+    seen: set[object] = set()
     for path in paths:
         if path.is_dir():
             candidates: Iterable[Path] = _walk(path, config)
@@ -84,7 +87,13 @@ def discover_python_files(paths: Iterable[Path], config: Config) -> Discovery:
             discovery.errors.append(f"{path}: no such file or directory")
             continue
         for candidate in candidates:
-            identity = candidate.resolve()
+            try:
+                status = os.stat(candidate)
+            except OSError:  # reported when it is read
+                identity: object = os.path.realpath(candidate)
+            else:
+                identity = (status.st_dev, status.st_ino)
+                discovery.stats[str(candidate)] = status
             if identity not in seen:
                 seen.add(identity)
                 discovery.files.append(candidate)
@@ -99,9 +108,10 @@ def _walk(directory: Path, config: Config) -> Iterator[Path]:
             name for name in dir_names if not _is_skipped_directory(parent_path / name, config)
         )
         for name in sorted(file_names):
-            file_path = parent_path / name
-            if file_path.suffix in PYTHON_SUFFIXES and not _is_excluded(file_path, config):
-                yield file_path
+            if name.endswith(PYTHON_SUFFIXES) and name not in PYTHON_SUFFIXES:
+                file_path = parent_path / name
+                if not _is_excluded(file_path, config):
+                    yield file_path
 
 
 def _is_skipped_directory(directory: Path, config: Config) -> bool:

@@ -19,8 +19,9 @@ check that; docs/performance.md reports the comparison on real packages).
 from __future__ import annotations
 
 import ast
+import bisect
+import re
 import warnings
-from types import CodeType
 
 from amp_lint.analysis.naming import LIBRARY_METHODS
 from amp_lint.config import Config
@@ -69,17 +70,32 @@ _FRAMEWORK_CLASSES = {
 }
 
 
+# One scan of the text: comments and string literals are skipped, identifiers captured; an
+# f-string's replacement fields are code, so their identifiers count. Three times faster
+# than compiling the file to read its code's names.
+_TOKENS = re.compile(
+    r"""\#[^\n]*
+    | (?P<prefix>[rRbBuUfF]{1,2})?
+      (?P<string>\"\"\"(?:[^\\]|\\.)*?\"\"\"|'''(?:[^\\]|\\.)*?'''
+               |"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
+    | (?P<identifier>[^\W\d]\w*)""",
+    re.VERBOSE | re.DOTALL,
+)
+_IDENTIFIER = re.compile(r"[^\W\d]\w*")
+_LINE_BREAK = re.compile(r"\n")
+_REPLACEMENT_FIELD = re.compile(r"(?<!\{)\{(?!\{)([^{}]*)\}")
+
+
 def own_code_may_have_findings(source: bytes, config: Config) -> bool:
     """False only when no rule can report anything in this file's own code."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # invalid escapes and the like are not ours to report
-            code = compile(source, "<amp-lint>", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError):
+        text = source.decode("utf-8")
+    except UnicodeDecodeError:
         return True  # the libcst parse reports the error, naming the file
-    # Every identifier the code uses (attributes, globals, locals), strings and comments
-    # excluded, without walking a tree in Python: this decides most files.
-    names = _code_names(code, set())
+    # Every identifier the code uses, strings and comments excluded, without parsing: this
+    # decides most files. It may hold a few more words than the code's names (keywords,
+    # keyword-argument names, an f-string's words), which only makes the pass keep more.
+    names = code_identifiers(text)
     words = ENTRY_WORDS | _configured_words(config)
     if names & words or any("scaler" in name.lower() for name in names):
         return True
@@ -87,15 +103,87 @@ def own_code_may_have_findings(source: bytes, config: Config) -> bool:
         return True  # `a @ w` is a matmul, which autocast runs in half
     if not names & HALF_WORDS:
         return False
-    return _half_outside_comparisons(ast.parse(source))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escapes and the like are not ours to report
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return True  # the libcst parse reports the error, naming the file
+    positions = _half_word_positions(text)
+    if positions is None:
+        return _half_outside_comparisons(tree)
+    return any(_in_comparison(tree, *position) is False for position in positions)
 
 
-def _code_names(code: CodeType, found: set[str]) -> set[str]:
-    found.update(code.co_names, code.co_varnames, code.co_cellvars, code.co_freevars)
-    for constant in code.co_consts:
-        if isinstance(constant, CodeType):
-            _code_names(constant, found)
+def code_identifiers(text: str) -> set[str]:
+    """The identifiers outside comments and plain string literals."""
+    found = set()
+    for match in _TOKENS.finditer(text):
+        identifier = match.group("identifier")
+        if identifier is not None:
+            found.add(identifier)
+        elif match.group("prefix") and "f" in match.group("prefix").lower():
+            for field in _REPLACEMENT_FIELD.findall(match.group("string")):
+                found.update(_IDENTIFIER.findall(field))
     return found
+
+
+def _half_word_positions(text: str) -> list[tuple[str, int, int]] | None:
+    """(word, line, UTF-8 column) of each HALF_WORDS identifier in the code; None where the
+    text cannot say (a half word in an f-string's field, a carriage return, which ast
+    counts as a line break)."""
+    if "\r" in text:
+        return None
+    line_starts = [0] + [match.end() for match in _LINE_BREAK.finditer(text)]
+    positions = []
+    for match in _TOKENS.finditer(text):
+        word = match.group("identifier")
+        if word in HALF_WORDS:
+            offset = match.start("identifier")
+            line = bisect.bisect_right(line_starts, offset)
+            column = len(text[line_starts[line - 1] : offset].encode("utf-8"))
+            positions.append((word, line, column))
+        elif word is None and match.group("prefix") and "f" in match.group("prefix").lower():
+            fields = _REPLACEMENT_FIELD.findall(match.group("string"))
+            if any(set(_IDENTIFIER.findall(field)) & HALF_WORDS for field in fields):
+                return None
+    return positions
+
+
+def _in_comparison(tree: ast.AST, word: str, line: int, column: int) -> bool | None:
+    """Whether the Name or Attribute `word` written at (line, column) is inside a
+    comparison; None when no such node is there (a keyword argument, a `def` name). Only
+    the nodes whose span covers the position are visited, not the whole tree."""
+    pending: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while pending:
+        node, inside = pending.pop()
+        inside = inside or isinstance(node, ast.Compare)
+        if _identifier(node) == word and _identifier_position(node) == (line, column):
+            return inside
+        for child in ast.iter_child_nodes(node):
+            if _covers(child, line, column):
+                pending.append((child, inside))
+    return None
+
+
+def _identifier_position(node: ast.AST) -> tuple[int, int]:
+    if isinstance(node, ast.Attribute):
+        assert node.end_lineno is not None and node.end_col_offset is not None
+        return node.end_lineno, node.end_col_offset - len(node.attr)
+    return node.lineno, node.col_offset  # type: ignore[attr-defined]
+
+
+def _covers(node: ast.AST, line: int, column: int) -> bool:
+    """Whether the node's source span holds the position; nodes without one (arguments,
+    comprehensions, operators) might, and so do decorated definitions' decorators, which
+    come before the node's own line."""
+    end_line = getattr(node, "end_lineno", None)
+    if end_line is None:
+        return True
+    start = (node.lineno, node.col_offset)  # type: ignore[attr-defined]
+    for decorator in getattr(node, "decorator_list", ()):
+        start = min(start, (decorator.lineno, decorator.col_offset))
+    return start <= (line, column) < (end_line, node.end_col_offset)  # type: ignore[attr-defined]
 
 
 def _half_outside_comparisons(tree: ast.AST) -> bool:

@@ -31,6 +31,7 @@ from amp_lint.cache import DEFAULT_DIRECTORY, ResultCache, digest
 from amp_lint.config import Config
 from amp_lint.files import round_zero_vocabulary
 from amp_lint.findings import Finding, FixSafety
+from amp_lint.progress import Progress
 from amp_lint.runner import Job, JobRunner, Outcome
 from amp_lint.suppressions import NoqaMap
 
@@ -44,6 +45,7 @@ class RunOptions:
     unsafe: bool = False
     cache_directory: Path | None = None  # None: no cache
     first_pass: bool = True
+    progress: Progress = field(default_factory=Progress)  # silent unless given a stream
 
 
 @dataclass
@@ -73,12 +75,16 @@ def lint_project(sources: dict[str, bytes], config: Config, options: RunOptions)
     project = ProjectIndex.from_paths(sources)
     cache = ResultCache(options.cache_directory) if options.cache_directory else None
     run = _Rounds(sources, config, project, cache, options.first_pass)
-    with JobRunner(config, project) as runner:
-        run.runner = runner
-        run.run()
-        outcomes = run.outcomes()
-        if options.fix:
-            outcomes = run.fix(outcomes, unsafe=options.unsafe)
+    run.progress = options.progress
+    try:
+        with JobRunner(config, project) as runner:
+            run.runner = runner
+            run.run()
+            outcomes = run.outcomes()
+            if options.fix:
+                outcomes = run.fix(outcomes, unsafe=options.unsafe)
+    finally:
+        options.progress.clear()
     return ProjectResult(outcomes, run.parsed)
 
 
@@ -103,6 +109,8 @@ class _Rounds:
         self.own: set[str] = set()
         self.imports: ImportGraph | None = None
         self.parsed = 0
+        self.progress = Progress()
+        self.round = 0
         # Everything a cached result depends on besides the file and its context.
         self.fingerprint = digest(repr(config), "\0".join(sorted(sources)), str(first_pass))
 
@@ -120,7 +128,8 @@ class _Rounds:
             (None, a) for a in _configured_assumptions(self.config)
         ]
         pending = self._absorb(outcomes)
-        for _ in range(MAX_ROUNDS):
+        for round_number in range(1, MAX_ROUNDS + 1):
+            self.round = round_number
             found += [(outcome.path, a) for outcome in outcomes for a in outcome.assumptions]
             delivered = self._deliver(found)
             found = []
@@ -230,7 +239,9 @@ class _Rounds:
                 results[position] = cached.outcome(jobs[position])
             else:
                 missing.append(position)
-        fresh = self.runner.run([jobs[position] for position in missing])
+        label = "analysing" if self.round == 0 else f"following calls (round {self.round})"
+        self.progress.phase(label, len(missing))
+        fresh = self.runner.run([jobs[position] for position in missing], self.progress.advance)
         for position, outcome in zip(missing, fresh):
             results[position] = outcome
             self.parsed += outcome.parsed
@@ -276,7 +287,8 @@ class _Rounds:
             )
             jobs.append(Job(path, self.sources[path], True, unsafe, context))
         assert self.runner is not None
-        fixed = {outcome.path: outcome for outcome in self.runner.run(jobs)}
+        self.progress.phase("fixing", len(jobs))
+        fixed = {outcome.path: outcome for outcome in self.runner.run(jobs, self.progress.advance)}
         return [fixed.get(outcome.path, outcome) for outcome in outcomes]
 
 

@@ -10,7 +10,7 @@ import difflib
 import functools
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
@@ -25,7 +25,7 @@ from amp_lint.analysis.project import (
     ProjectIndex,
 )
 from amp_lint.config import Config
-from amp_lint.files import discover_python_files, write_atomically
+from amp_lint.files import write_atomically
 from amp_lint.findings import Finding
 
 # Below this many files a process pool costs more to start than it saves.
@@ -138,10 +138,12 @@ class JobRunner:
         if self.pool is not None:
             self.pool.shutdown()
 
-    def run(self, jobs: list[Job]) -> list[Outcome]:
+    def run(self, jobs: list[Job], done: Callable[[], None] | None = None) -> list[Outcome]:
+        """Outcomes in the order of `jobs`; `done` is called as each one is collected."""
         if not jobs:
             return []
         work = functools.partial(process_job, config=self.config)
+        outcomes: list[Outcome] = []
         workers = min(len(jobs), _usable_cpus())
         if len(jobs) > PARALLEL_THRESHOLD and workers > 1 and not self.serial:
             # Without usable multiprocessing here, or when a worker dies, run everything
@@ -149,11 +151,12 @@ class JobRunner:
             try:
                 pool = self._pool()
                 chunk = max(1, len(jobs) // (_usable_cpus() * 4))
-                return list(pool.map(work, jobs, chunksize=chunk))
+                return _collect(pool.map(work, jobs, chunksize=chunk), outcomes, done)
             except (OSError, NotImplementedError, BrokenProcessPool):
                 self.serial = True
+                outcomes.clear()
         _set_worker_project(self.project)
-        return [work(job) for job in jobs]
+        return _collect(map(work, jobs), outcomes, done)
 
     def _pool(self) -> ProcessPoolExecutor:
         if self.pool is None:
@@ -169,6 +172,16 @@ class JobRunner:
         return self.pool
 
 
+def _collect(
+    results: Iterable[Outcome], outcomes: list[Outcome], done: Callable[[], None] | None
+) -> list[Outcome]:
+    for outcome in results:
+        outcomes.append(outcome)
+        if done is not None:
+            done()
+    return outcomes
+
+
 def _usable_cpus() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
@@ -176,22 +189,6 @@ def _usable_cpus() -> int:
 
 
 # Reading and writing files
-
-
-def read_sources(
-    paths: list[str], config: Config, report_error: Callable[[str], None]
-) -> dict[str, bytes]:
-    """The source of each Python file under `paths`, in discovery order."""
-    discovery = discover_python_files([Path(path) for path in paths], config)
-    for message in discovery.errors:
-        report_error(message)
-    sources = {}
-    for path in discovery.files:
-        try:
-            sources[str(path)] = path.read_bytes()
-        except OSError as error:
-            report_error(f"{path}: cannot read: {error.strerror or error}")
-    return sources
 
 
 def write_fixes(outcomes: list[Outcome], report_error: Callable[[str], None]) -> None:

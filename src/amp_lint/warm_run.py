@@ -1,0 +1,191 @@
+"""Linting the files under the given paths, knowing which changed without reading them: a
+warm run reads nothing.
+
+After a run with the cache on, the index records each linted file's stat signature (size,
+modification and change times, inode, device) beside the digest of its bytes, and the whole
+run's result is stored under a key made of the configuration and every file's path and
+digest. The next run takes one `stat()` per file: when every signature matches, that key is
+known without reading a byte, and an unchanged project's result is one cache read away, as
+in ruff. A file whose signature changed is read and digested again, and only then.
+
+A file modified in the last seconds before the index is written is left out of it: on a
+file system with coarse timestamps it could be edited again within the same tick, size
+unchanged, and look untouched (git's "racily clean" entries).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from amp_lint.cache import ResultCache, digest
+from amp_lint.config import Config
+from amp_lint.files import Discovery, discover_python_files
+from amp_lint.findings import Finding
+from amp_lint.project_run import ProjectResult, RunOptions, lint_sources
+from amp_lint.runner import Outcome
+
+# Files modified this recently (nanoseconds) are not trusted by their signature.
+_RACY_WINDOW_NS = 2_000_000_000
+
+Signature = tuple[int, int, int, int, int]
+
+
+def signature(status: os.stat_result) -> Signature:
+    return (status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino, status.st_dev)
+
+
+@dataclass
+class SourceIndex:
+    """Path -> (stat signature, digest of the bytes), as of the last run that read them."""
+
+    entries: dict[str, tuple[Signature, str]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, cache: ResultCache, key: str) -> SourceIndex:
+        stored = cache.get(key)
+        if isinstance(stored, SourceIndex) and isinstance(stored.entries, dict):
+            return stored
+        return cls()
+
+    def digest(self, path: str, status: os.stat_result | None) -> str | None:
+        """The digest of the file's bytes if it has not changed since they were read."""
+        entry = self.entries.get(path)
+        if entry is None or status is None or entry[0] != signature(status):
+            return None
+        return entry[1]
+
+    def record(self, path: str, status: os.stat_result | None, source_digest: str) -> None:
+        if status is None or time.time_ns() - status.st_mtime_ns < _RACY_WINDOW_NS:
+            self.entries.pop(path, None)
+        else:
+            self.entries[path] = (signature(status), source_digest)
+
+    def save(self, cache: ResultCache, key: str, paths: set[str]) -> None:
+        """Kept to the files of this run, so that the index cannot grow without bound."""
+        self.entries = {path: entry for path, entry in self.entries.items() if path in paths}
+        cache.put(key, self)
+
+
+def index_key(arguments: list[str]) -> str:
+    """One index per set of command-line paths (from this directory), so that runs on
+    different projects sharing a cache directory keep theirs."""
+    return digest("source-index", os.getcwd(), *arguments)
+
+
+def run_key(fingerprint: str, digests: list[tuple[str, str]]) -> str:
+    """Everything a run's result depends on: the files, in order, by path and content, and
+    the fingerprint of the configuration and options."""
+    return digest("run", fingerprint, *(f"{path}\0{source}" for path, source in digests))
+
+
+def lint_paths(
+    paths: list[str], config: Config, options: RunOptions, report_error: Callable[[str], None]
+) -> ProjectResult:
+    """Discover, read and lint the files under `paths`. With the cache on and no fixes asked
+    for, an unchanged project's result comes from the last run without reading any file
+    (source_index.py)."""
+    discovery = discover_python_files([Path(path) for path in paths], config)
+    for message in discovery.errors:
+        report_error(message)
+    cache = ResultCache(options.cache_directory) if options.cache_directory else None
+    if cache is None or options.fix:
+        return lint_sources(read_sources(discovery, report_error), config, options, report_error)
+    key = index_key(paths)
+    index = SourceIndex.load(cache, key)
+    fingerprint = digest(repr(config), str(options.first_pass))
+    known, changed = _current_digests(discovery, index)
+    if known is not None:
+        remembered = cache.get(run_key(fingerprint, known))
+        if isinstance(remembered, RememberedRun):
+            _save_index(index, cache, key, discovery, known)
+            return remembered.result(report_error)
+    sources = read_sources(discovery, report_error, changed)
+    result = lint_sources(sources, config, options, report_error)
+    # Digests of the bytes this run analysed, not the index's: a file may have changed
+    # between its stat and its read.
+    digests = [(path, digest(source)) for path, source in sources.items()]
+    _save_index(index, cache, key, discovery, digests)
+    if not any(_internal(outcome.error) for outcome in result.outcomes):
+        cache.put(run_key(fingerprint, digests), RememberedRun.of(result))
+    return result
+
+
+def _current_digests(
+    discovery: Discovery, index: SourceIndex
+) -> tuple[list[tuple[str, str]] | None, dict[str, bytes]]:
+    """(path, digest) of every file, reading only those whose stat changed since the index
+    was written (their bytes are returned too); None if one cannot be read."""
+    changed: dict[str, bytes] = {}
+    known = []
+    for path in discovery.files:
+        name = str(path)
+        source_digest = index.digest(name, discovery.stats.get(name))
+        if source_digest is None:
+            try:
+                changed[name] = path.read_bytes()
+            except OSError:  # the full run reports it
+                return None, changed
+            source_digest = digest(changed[name])
+        known.append((name, source_digest))
+    return known, changed
+
+
+def _save_index(
+    index: SourceIndex,
+    cache: ResultCache,
+    key: str,
+    discovery: Discovery,
+    digests: list[tuple[str, str]],
+) -> None:
+    for path, source_digest in digests:
+        index.record(path, discovery.stats.get(path), source_digest)
+    index.save(cache, key, {path for path, _ in digests})
+
+
+def read_sources(
+    discovery: Discovery,
+    report_error: Callable[[str], None],
+    already_read: dict[str, bytes] | None = None,
+) -> dict[str, bytes]:
+    """The bytes of each discovered file, in discovery order."""
+    sources = {}
+    for path in discovery.files:
+        if already_read and str(path) in already_read:
+            sources[str(path)] = already_read[str(path)]
+            continue
+        try:
+            sources[str(path)] = path.read_bytes()
+        except OSError as error:
+            report_error(f"{path}: cannot read: {error.strerror or error}")
+    return sources
+
+
+@dataclass(frozen=True)
+class RememberedRun:
+    """A whole run's findings and errors, without the sources (their digests are the key)."""
+
+    outcomes: tuple[tuple[str, tuple[Finding, ...], str | None], ...]
+    parsed: int
+
+    @classmethod
+    def of(cls, result: ProjectResult) -> RememberedRun:
+        return cls(
+            tuple((o.path, tuple(o.remaining), o.error) for o in result.outcomes), result.parsed
+        )
+
+    def result(self, report_error: Callable[[str], None]) -> ProjectResult:
+        outcomes = []
+        for path, remaining, error in self.outcomes:
+            if error:
+                report_error(error)
+            outcomes.append(Outcome(path, b"", remaining=list(remaining), error=error))
+        return ProjectResult(outcomes, parsed=0)
+
+
+def _internal(error: str | None) -> bool:
+    """An internal error may be a bug fixed by the next version; it is never remembered."""
+    return error is not None and "internal error" in error
