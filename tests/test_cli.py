@@ -542,3 +542,32 @@ def test_version() -> None:
     result = amp_lint(Path.cwd(), "--version")
     assert result.returncode == 0
     assert result.stdout.decode().startswith("amp-lint ")
+
+
+# --- files too large to analyse ------------------------------------------------------------
+
+LARGE_TABLE = "TABLE = [\n" + "    (1, 2, 3, 4, 5, 6, 7),\n" * 4000 + "]\n"  # ~64,000 tokens
+HAZARD = (
+    "import torch\n\nwith torch.autocast('cuda'):\n    x = torch.ones(2).half()\n"
+    "    x.masked_fill_(x > 0, -1e9)\n"
+)
+
+
+def test_a_file_too_large_to_analyse_is_a_warning_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "table.py").write_text(HAZARD + LARGE_TABLE)
+    (tmp_path / "small.py").write_text(HAZARD)
+    result = amp_lint(tmp_path, "check", "--no-cache", ".")
+    warnings = [line for line in err(result) if "warning" in line]
+    assert warnings == [
+        "amp-lint: warning: table.py: not analysed: its 64,036 tokens of code would take about "
+        "281 MB as a syntax tree (the limit is 60,000 tokens)"
+    ]
+    # The other file is analysed as usual; the warning does not make the run fail.
+    assert "small.py:5:" in result.stdout.decode() and b"table.py" not in result.stdout
+    assert result.returncode == 1
+    alone = amp_lint(tmp_path, "check", "--no-cache", "table.py")
+    assert alone.returncode == 0 and b"not analysed" in alone.stderr
+    # A warm run says it again.
+    amp_lint(tmp_path, "check", "--cache-dir", str(tmp_path / "c"), "table.py")
+    warm = amp_lint(tmp_path, "check", "--cache-dir", str(tmp_path / "c"), "table.py")
+    assert (warm.stderr, warm.returncode) == (alone.stderr, 0)

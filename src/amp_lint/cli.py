@@ -178,7 +178,8 @@ def _code_list(text: str) -> list[str]:
 
 
 class Reporter:
-    """Prints one-line errors to stderr and remembers that there were some."""
+    """Prints one-line errors and warnings to stderr and remembers whether there were
+    errors (warnings change no exit status)."""
 
     def __init__(self) -> None:
         self.failed = False
@@ -186,6 +187,9 @@ class Reporter:
     def error(self, message: str) -> None:
         self.failed = True
         print(f"{PROGRAM}: error: {message}", file=sys.stderr)
+
+    def warning(self, message: str) -> None:
+        print(f"{PROGRAM}: warning: {message}", file=sys.stderr)
 
 
 def _run_check(args: argparse.Namespace) -> int:
@@ -219,7 +223,7 @@ def _run_check(args: argparse.Namespace) -> int:
         first_pass=not args.no_first_pass,
         progress=Progress.for_terminal(quiet=args.quiet),
     )
-    outcomes = lint_paths(paths, config, options, reporter.error).outcomes
+    outcomes = lint_paths(paths, config, options, reporter.error, reporter.warning).outcomes
     if args.diff:
         return _report_diff(outcomes, args, reporter)
     if args.fix:
@@ -266,6 +270,8 @@ def _check_stdin(args: argparse.Namespace, config: Config, reporter: Reporter) -
         outcome = Outcome(path, source)
     else:
         outcome = run_jobs([_job(path, source, args)], config)[0]
+    if outcome.notice:
+        reporter.warning(outcome.notice)
     if outcome.error:
         reporter.error(outcome.error)
     if args.diff:

@@ -30,6 +30,7 @@ from amp_lint.analysis.project import (
 from amp_lint.analysis.values import Origin
 from amp_lint.config import Config
 from amp_lint.findings import Finding, FixSafety
+from amp_lint.first_pass import code_token_count
 from amp_lint.rules import Report, Rule, all_rules
 from amp_lint.suppressions import NoqaMap
 
@@ -38,6 +39,22 @@ MAX_FIX_PASSES = 5
 
 class SourceError(Exception):
     """A file that cannot be decoded or parsed; the message is one line naming the file."""
+
+
+class SourceTooLarge(SourceError):
+    """A file whose syntax tree would not fit the memory a worker may use: not analysed,
+    which the run reports as a warning, not an error."""
+
+
+# A libcst tree takes up to about 4.5 KB a token of code (measured on torch 2.13:
+# testing/_internal/generated/annotated_fn_args.py, 73,120 tokens, 332 MB; the test table
+# common_methods_invocations.py, 189,250 tokens, 747 MB). Below this bound a worker stays
+# under about 500 MB; the largest file of 28 real packages' 13,039 has 33,611 tokens.
+MAX_CODE_TOKENS = 60_000
+KB_PER_TOKEN = 4.5
+# Files this small cannot reach the bound (a token takes a byte at least), so their tokens
+# are not counted.
+_UNCOUNTED_BYTES = MAX_CODE_TOKENS
 
 
 @dataclass
@@ -59,6 +76,14 @@ class FileAnalysis:
 
 
 def parse_source(source: bytes, path: str) -> cst.Module:
+    if len(source) > _UNCOUNTED_BYTES:
+        tokens = code_token_count(source)
+        if tokens > MAX_CODE_TOKENS:
+            raise SourceTooLarge(
+                f"{path}: not analysed: its {tokens:,} tokens of code would take about "
+                f"{tokens * KB_PER_TOKEN / 1024:,.0f} MB as a syntax tree (the limit is "
+                f"{MAX_CODE_TOKENS:,} tokens)"
+            )
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as error:
@@ -212,15 +237,20 @@ class RuleObserver:
 
 class ProjectLoader:
     """Parses other linted files on demand, to evaluate what calls into them return. One per
-    process and project; the most recently used modules stay parsed."""
+    process and project; the most recently used modules stay parsed, as many as fit in
+    CAPACITY_BYTES of source: a libcst tree takes 150 to 550 times its source's size in
+    memory (a 53 KB model file 18 MB, torch's 1.4 MB test table 750 MB), so a bound by count
+    alone let one worker grow past a gigabyte on a large package."""
 
     CAPACITY = 48
+    CAPACITY_BYTES = 512 * 1024
     _shared: ClassVar[dict[tuple[int, Config], ProjectLoader]] = {}
 
     def __init__(self, project: ProjectIndex, config: Config) -> None:
         self.project = project
         self.config = config
         self.interpreters: OrderedDict[str, Interpreter | None] = OrderedDict()
+        self.sizes: dict[str, int] = {}
 
     @classmethod
     def shared(cls, project: ProjectIndex | None, config: Config) -> ProjectLoader | None:
@@ -238,8 +268,12 @@ class ProjectLoader:
             return self.interpreters[path]
         interpreter = self._load(path)
         self.interpreters[path] = interpreter
-        if len(self.interpreters) > self.CAPACITY:
-            self.interpreters.popitem(last=False)
+        # The newest module stays even when it alone is over the bound: it is in use.
+        while len(self.interpreters) > 1 and (
+            len(self.interpreters) > self.CAPACITY or sum(self.sizes.values()) > self.CAPACITY_BYTES
+        ):
+            evicted, _ = self.interpreters.popitem(last=False)
+            self.sizes.pop(evicted, None)
         return interpreter
 
     def _load(self, path: str) -> Interpreter | None:
@@ -248,6 +282,7 @@ class ProjectLoader:
             module = parse_source(source, path)
         except (OSError, SourceError):
             return None  # its own analysis reports the problem
+        self.sizes[path] = len(source)
         names = collect_names(module)
         facts = ModuleFacts(
             path=path, module=module, names=names, config=self.config, source=source

@@ -82,6 +82,12 @@ _TOKENS = re.compile(
     re.VERBOSE | re.DOTALL,
 )
 _IDENTIFIER = re.compile(r"[^\W\d]\w*")
+# Every token outside string literals and comments, for `code_token_count`.
+_CODE_TOKENS = re.compile(
+    rb"""\"\"\"(?:[^\\]|\\.)*?\"\"\"|'''(?:[^\\]|\\.)*?'''
+    |"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|\#[^\n]*|(\w+|[^\w\s])""",
+    re.VERBOSE | re.DOTALL,
+)
 _LINE_BREAK = re.compile(r"\n")
 _REPLACEMENT_FIELD = re.compile(r"(?<!\{)\{(?!\{)([^{}]*)\}")
 
@@ -113,6 +119,11 @@ def own_code_may_have_findings(source: bytes, config: Config) -> bool:
     if positions is None:
         return _half_outside_comparisons(tree)
     return any(_in_comparison(tree, *position) is False for position in positions)
+
+
+def code_token_count(source: bytes) -> int:
+    """Tokens outside string literals and comments: what a syntax tree's size follows."""
+    return sum(1 for token in _CODE_TOKENS.findall(source) if token)
 
 
 def code_identifiers(text: str) -> set[str]:

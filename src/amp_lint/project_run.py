@@ -58,6 +58,7 @@ class FileState:
     # What was delivered to it already (dispatch assumptions once per region).
     delivered: set[object] = field(default_factory=set)
     error: str | None = None
+    notice: str | None = None
 
 
 @dataclass
@@ -202,6 +203,7 @@ class _Rounds:
         for outcome in outcomes:
             state = self.states[outcome.path]
             state.error = state.error or outcome.error
+            state.notice = state.notice or outcome.notice
             for finding in outcome.remaining:
                 owner = state if finding.path == outcome.path else self._placed(finding)
                 if owner is not None:
@@ -266,8 +268,8 @@ class _Rounds:
     def outcomes(self) -> list[Outcome]:
         found = []
         for path, state in self.states.items():
-            if state.findings or state.error:
-                outcome = Outcome(path, self.sources[path], error=state.error)
+            if state.findings or state.error or state.notice:
+                outcome = Outcome(path, self.sources[path], error=state.error, notice=state.notice)
                 outcome.remaining = sorted(state.findings.values(), key=lambda f: f.sort_key)
                 found.append(outcome)
         return found
@@ -301,6 +303,7 @@ class CachedResult:
     assumptions: tuple[ClassAssumption, ...]
     parsed: bool
     dependencies: tuple[tuple[str, str], ...]  # (path, digest of its source)
+    notice: str | None = None
 
     @classmethod
     def of(cls, outcome: Outcome, dependencies: tuple[tuple[str, str], ...]) -> CachedResult:
@@ -310,6 +313,7 @@ class CachedResult:
             tuple(outcome.assumptions),
             outcome.parsed,
             dependencies,
+            outcome.notice,
         )
 
     def outcome(self, job: Job) -> Outcome:
@@ -321,6 +325,7 @@ class CachedResult:
             assumptions=list(self.assumptions),
             parsed=self.parsed,
             dependencies=[path for path, _ in self.dependencies],
+            notice=self.notice,
         )
 
 
@@ -341,9 +346,20 @@ def lint_sources(
     config: Config,
     options: RunOptions,
     report_error: Callable[[str], None],
+    report_notice: Callable[[str], None] = lambda _: None,
 ) -> ProjectResult:
     result = lint_project(sources, config, options)
-    for outcome in result.outcomes:
+    report_outcomes(result.outcomes, report_error, report_notice)
+    return result
+
+
+def report_outcomes(
+    outcomes: list[Outcome],
+    report_error: Callable[[str], None],
+    report_notice: Callable[[str], None],
+) -> None:
+    for outcome in outcomes:
+        if outcome.notice:
+            report_notice(outcome.notice)
         if outcome.error:
             report_error(outcome.error)
-    return result

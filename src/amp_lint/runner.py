@@ -54,6 +54,7 @@ class Outcome:
     fixed: list[Finding] = field(default_factory=list)
     fixed_source: bytes | None = None  # set only when the fixes changed the bytes
     error: str | None = None
+    notice: str | None = None  # a warning that fails nothing (a file too large to analyse)
     outgoing: list[EntryContext] = field(default_factory=list)
     assumptions: list[ClassAssumption] = field(default_factory=list)
     parsed: bool = False  # False when the first pass showed there was nothing to find
@@ -73,7 +74,7 @@ def process_job(job: Job, config: Config) -> Outcome:
     """Lint or fix one file; never raises, so that one bad file cannot stop the others."""
     # Imported here: the engine pulls in libcst and the rules, which costs more than linting a
     # tree of files without AMP vocabulary (the usual pre-commit run) takes in total.
-    from amp_lint.engine import SourceError, analyse_source, fix_source
+    from amp_lint.engine import SourceError, SourceTooLarge, analyse_source, fix_source
     from amp_lint.first_pass import own_code_may_have_findings
 
     outcome = Outcome(job.path, job.source)
@@ -96,6 +97,8 @@ def process_job(job: Job, config: Config) -> Outcome:
             outcome.remaining = analysis.findings
             outcome.outgoing, outcome.assumptions = analysis.outgoing, analysis.assumptions
             outcome.dependencies = analysis.dependencies
+    except SourceTooLarge as error:
+        outcome.notice = _one_line(str(error))
     except SourceError as error:
         outcome.error = _one_line(str(error))
     except Exception as error:  # a bug in a rule must not hide the other files' findings

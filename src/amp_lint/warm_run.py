@@ -25,7 +25,7 @@ from amp_lint.cache import ResultCache, digest
 from amp_lint.config import Config
 from amp_lint.files import Discovery, discover_python_files
 from amp_lint.findings import Finding
-from amp_lint.project_run import ProjectResult, RunOptions, lint_sources
+from amp_lint.project_run import ProjectResult, RunOptions, lint_sources, report_outcomes
 from amp_lint.runner import Outcome
 
 # Files modified this recently (nanoseconds) are not trusted by their signature.
@@ -83,17 +83,21 @@ def run_key(fingerprint: str, digests: list[tuple[str, str]]) -> str:
 
 
 def lint_paths(
-    paths: list[str], config: Config, options: RunOptions, report_error: Callable[[str], None]
+    paths: list[str],
+    config: Config,
+    options: RunOptions,
+    report_error: Callable[[str], None],
+    report_notice: Callable[[str], None] = lambda _: None,
 ) -> ProjectResult:
     """Discover, read and lint the files under `paths`. With the cache on and no fixes asked
-    for, an unchanged project's result comes from the last run without reading any file
-    (source_index.py)."""
+    for, an unchanged project's result comes from the last run without reading any file."""
     discovery = discover_python_files([Path(path) for path in paths], config)
     for message in discovery.errors:
         report_error(message)
     cache = ResultCache(options.cache_directory) if options.cache_directory else None
     if cache is None or options.fix:
-        return lint_sources(read_sources(discovery, report_error), config, options, report_error)
+        sources = read_sources(discovery, report_error)
+        return lint_sources(sources, config, options, report_error, report_notice)
     key = index_key(paths)
     index = SourceIndex.load(cache, key)
     fingerprint = digest(repr(config), str(options.first_pass))
@@ -102,9 +106,11 @@ def lint_paths(
         remembered = cache.get(run_key(fingerprint, known))
         if isinstance(remembered, RememberedRun):
             _save_index(index, cache, key, discovery, known)
-            return remembered.result(report_error)
+            result = remembered.result()
+            report_outcomes(result.outcomes, report_error, report_notice)
+            return result
     sources = read_sources(discovery, report_error, changed)
-    result = lint_sources(sources, config, options, report_error)
+    result = lint_sources(sources, config, options, report_error, report_notice)
     # Digests of the bytes this run analysed, not the index's: a file may have changed
     # between its stat and its read.
     digests = [(path, digest(source)) for path, source in sources.items()]
@@ -166,23 +172,20 @@ def read_sources(
 
 @dataclass(frozen=True)
 class RememberedRun:
-    """A whole run's findings and errors, without the sources (their digests are the key)."""
+    """A whole run's findings, errors and warnings, without the sources (their digests are
+    the key)."""
 
-    outcomes: tuple[tuple[str, tuple[Finding, ...], str | None], ...]
-    parsed: int
+    outcomes: tuple[tuple[str, tuple[Finding, ...], str | None, str | None], ...]
 
     @classmethod
     def of(cls, result: ProjectResult) -> RememberedRun:
-        return cls(
-            tuple((o.path, tuple(o.remaining), o.error) for o in result.outcomes), result.parsed
-        )
+        return cls(tuple((o.path, tuple(o.remaining), o.error, o.notice) for o in result.outcomes))
 
-    def result(self, report_error: Callable[[str], None]) -> ProjectResult:
-        outcomes = []
-        for path, remaining, error in self.outcomes:
-            if error:
-                report_error(error)
-            outcomes.append(Outcome(path, b"", remaining=list(remaining), error=error))
+    def result(self) -> ProjectResult:
+        outcomes = [
+            Outcome(path, b"", remaining=list(remaining), error=error, notice=notice)
+            for path, remaining, error, notice in self.outcomes
+        ]
         return ProjectResult(outcomes, parsed=0)
 
 
