@@ -4,8 +4,8 @@ Exit status: 0 clean, 1 findings remain (or `--diff` would change something), 2 
 configuration, unreadable or unparsable file, or internal error. A file that fails is reported
 on one line and the other files are still processed.
 
-This module parses the command line, prints and decides the exit status; reading, linting,
-fixing and writing the files is runner.py's.
+This module parses the command line; what is printed after linting, and the exit status, is
+reporting.py's; reading, linting, fixing and writing the files is warm_run.py's and runner.py's.
 """
 
 from __future__ import annotations
@@ -22,22 +22,25 @@ from amp_lint import __version__
 from amp_lint.cache import DEFAULT_DIRECTORY
 from amp_lint.config import CHOICES, Config, ConfigError, check_code_prefixes, load_config
 from amp_lint.files import has_amp_vocabulary
-from amp_lint.findings import Finding, FixSafety
-from amp_lint.formats import json as json_format
 from amp_lint.formats import text as text_format
-from amp_lint.formats.text import plural
 from amp_lint.progress import Progress
 from amp_lint.project_run import RunOptions, default_cache_directory
-from amp_lint.runner import Job, Outcome, run_jobs, unified_diff, write_fixes
+from amp_lint.reporting import (
+    EXIT_CLEAN,
+    EXIT_ERROR,
+    EXIT_FINDINGS,
+    PROGRAM,
+    Reporter,
+    exit_status,
+    print_fix_summary,
+    report_diff,
+    report_findings,
+)
+from amp_lint.runner import Job, Outcome, run_jobs, write_fixes
 from amp_lint.warm_run import lint_paths
 
-PROGRAM = "amp-lint"
 SUBCOMMANDS = ("check", "rules", "rule", "verify")
 STDIN = "-"
-
-EXIT_CLEAN = 0
-EXIT_FINDINGS = 1
-EXIT_ERROR = 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -177,21 +180,6 @@ def _code_list(text: str) -> list[str]:
 # check
 
 
-class Reporter:
-    """Prints one-line errors and warnings to stderr and remembers whether there were
-    errors (warnings change no exit status)."""
-
-    def __init__(self) -> None:
-        self.failed = False
-
-    def error(self, message: str) -> None:
-        self.failed = True
-        print(f"{PROGRAM}: error: {message}", file=sys.stderr)
-
-    def warning(self, message: str) -> None:
-        print(f"{PROGRAM}: warning: {message}", file=sys.stderr)
-
-
 def _run_check(args: argparse.Namespace) -> int:
     reporter = Reporter()
     try:
@@ -225,10 +213,10 @@ def _run_check(args: argparse.Namespace) -> int:
     )
     outcomes = lint_paths(paths, config, options, reporter.error, reporter.warning).outcomes
     if args.diff:
-        return _report_diff(outcomes, args, reporter)
+        return report_diff(outcomes, args, reporter)
     if args.fix:
         write_fixes(outcomes, reporter.error)
-    return _report_findings(outcomes, args, reporter)
+    return report_findings(outcomes, args, reporter)
 
 
 def _with_mode_options(config: Config, args: argparse.Namespace) -> Config:
@@ -275,94 +263,17 @@ def _check_stdin(args: argparse.Namespace, config: Config, reporter: Reporter) -
     if outcome.error:
         reporter.error(outcome.error)
     if args.diff:
-        return _report_diff([outcome], args, reporter)
+        return report_diff([outcome], args, reporter)
     if not args.fix:
-        return _report_findings([outcome], args, reporter)
+        return report_findings([outcome], args, reporter)
     # Like ruff: the fixed code goes to stdout (the input when nothing changed, or on error,
     # so an editor piping a buffer through never loses it) and the findings to stderr.
     sys.stdout.flush()
     sys.stdout.buffer.write(outcome.fixed_source or source)
     sys.stdout.buffer.flush()
     sys.stderr.write(text_format.format_findings(outcome.remaining))
-    _print_fix_summary([outcome], args)
-    return _exit_status(outcome.remaining, args, reporter)
-
-
-def _report_findings(outcomes: list[Outcome], args: argparse.Namespace, reporter: Reporter) -> int:
-    remaining = [finding for outcome in outcomes for finding in outcome.remaining]
-    formatter = json_format if args.format == "json" else text_format
-    if args.statistics:
-        sys.stdout.write(formatter.format_statistics(remaining))
-    else:
-        sys.stdout.write(formatter.format_findings(remaining))
-    if args.fix:
-        _print_fix_summary(outcomes, args)
-    elif remaining:
-        _print_found_summary(remaining, args)
-    return _exit_status(remaining, args, reporter)
-
-
-def _print_found_summary(remaining: list[Finding], args: argparse.Namespace) -> None:
-    if args.quiet:
-        return
-    safe, unsafe = _fixable_counts(remaining)
-    fixable, hidden = (safe + unsafe, 0) if args.unsafe_fixes else (safe, unsafe)
-    option = "--fix --unsafe-fixes" if args.unsafe_fixes else "--fix"
-    details = []
-    if fixable:
-        details.append(f"{fixable} fixable with {option}")
-    if hidden:
-        details.append(
-            f"{hidden} more with --unsafe-fixes"
-            if fixable
-            else f"{hidden} fixable with --fix --unsafe-fixes"
-        )
-    suffix = f" ({', '.join(details)})" if details else ""
-    _summary(f"Found {plural(len(remaining), 'finding')}{suffix}.")
-
-
-def _print_fix_summary(outcomes: list[Outcome], args: argparse.Namespace) -> None:
-    if args.quiet:
-        return
-    fixed = sum(len(outcome.fixed) for outcome in outcomes)
-    remaining = [finding for outcome in outcomes for finding in outcome.remaining]
-    if not fixed and not remaining:
-        return
-    _, unsafe = _fixable_counts(remaining)
-    hint = f" ({unsafe} fixable with --unsafe-fixes)" if unsafe and not args.unsafe_fixes else ""
-    _summary(f"Fixed {plural(fixed, 'finding')}, {len(remaining)} remaining{hint}.")
-
-
-def _fixable_counts(findings: list[Finding]) -> tuple[int, int]:
-    safe = sum(1 for f in findings if f.fix and f.fix.safety is FixSafety.SAFE)
-    unsafe = sum(1 for f in findings if f.fix and f.fix.safety is FixSafety.UNSAFE)
-    return safe, unsafe
-
-
-def _summary(line: str) -> None:
-    sys.stdout.flush()  # keep findings and summary in order on a shared terminal
-    print(line, file=sys.stderr)
-
-
-def _exit_status(remaining: list[Finding], args: argparse.Namespace, reporter: Reporter) -> int:
-    if reporter.failed:
-        return EXIT_ERROR
-    return EXIT_FINDINGS if remaining and not args.exit_zero else EXIT_CLEAN
-
-
-def _report_diff(outcomes: list[Outcome], args: argparse.Namespace, reporter: Reporter) -> int:
-    changed = [outcome for outcome in outcomes if outcome.fixed_source is not None]
-    sys.stdout.flush()
-    for outcome in sorted(changed, key=lambda o: o.path):
-        assert outcome.fixed_source is not None
-        sys.stdout.buffer.write(unified_diff(outcome.path, outcome.source, outcome.fixed_source))
-    sys.stdout.buffer.flush()
-    would_fix = sum(len(outcome.fixed) for outcome in changed)
-    if would_fix:
-        _summary(f"Would fix {plural(would_fix, 'finding')}.")
-    if reporter.failed:
-        return EXIT_ERROR
-    return EXIT_FINDINGS if changed and not args.exit_zero else EXIT_CLEAN
+    print_fix_summary([outcome], args)
+    return exit_status(outcome.remaining, args, reporter)
 
 
 # rules, rule

@@ -248,7 +248,14 @@ class CrossFileCalls:
         if not args.starred:
             positional = tuple(self._portable(v) for v in args.positional)
             keywords = tuple((name, self._portable(v)) for name, v in args.keywords)
-        here = CallSite(self.interpreter.facts.path, call, self.interpreter.facts.line_of)
+        facts = self.interpreter.facts
+        # Found in the caller's function or its class when the call's code recurs in the
+        # file (`self` may be a subclass, whose code does not hold the call).
+        owner = caller.self_class
+        methods = owner.methods.values() if owner is not None else ()
+        owner = owner if any(m is caller.function for m in methods) else None
+        outer = (caller.function, owner.node if owner is not None else None)
+        here = CallSite(facts.path, call, lambda node: facts.line_of(node, *outer))
         entry = EntryContext(
             path,
             target,

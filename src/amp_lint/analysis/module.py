@@ -31,13 +31,34 @@ class ModuleFacts:
             self._positions = wrapper.resolve(PositionProvider)
         return self._positions
 
-    def line_of(self, node: cst.CSTNode) -> int:
+    def line_of(self, node: cst.CSTNode, *enclosing: cst.CSTNode | None) -> int:
         """The node's first line. Without positions computed yet, found by the node's own
-        code when it occurs once in the source (positions cost as much as a parse, and a
-        chain of calls needs a few lines of files that often have nothing to report)."""
+        code when it occurs once in the source, or once in the code of an enclosing node
+        (its function, its class) that occurs once: positions cost as much as a parse, and
+        a chain of calls needs a few lines of files that often have nothing to report."""
         if self._positions is None and self.source is not None:
-            text = cst.Module([]).code_for_node(node).encode()
-            start = self.source.find(text) if text else -1
-            if start >= 0 and self.source.find(text, start + 1) < 0:
+            text = _code(node)
+            start = _unique_offset(self.source, text, 0, len(self.source))
+            for outer in enclosing:
+                if start is not None or outer is None:
+                    break
+                outer_text = _code(outer)
+                outer_start = _unique_offset(self.source, outer_text, 0, len(self.source))
+                if outer_start is not None:
+                    end = outer_start + len(outer_text)
+                    start = _unique_offset(self.source, text, outer_start, end)
+            if start is not None:
                 return self.source.count(b"\n", 0, start) + 1
         return self.positions[node].start.line
+
+
+def _code(node: cst.CSTNode) -> bytes:
+    return cst.Module([]).code_for_node(node).encode()
+
+
+def _unique_offset(source: bytes, text: bytes, start: int, end: int) -> int | None:
+    """Where `text` occurs in source[start:end], if it occurs there exactly once."""
+    found = source.find(text, start, end) if text else -1
+    if found < 0 or source.find(text, found + 1, end) >= 0:
+        return None
+    return found
