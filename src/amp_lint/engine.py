@@ -237,13 +237,14 @@ class RuleObserver:
 
 class ProjectLoader:
     """Parses other linted files on demand, to evaluate what calls into them return. One per
-    process and project; the most recently used modules stay parsed, as many as fit in
-    CAPACITY_BYTES of source: a libcst tree takes 150 to 550 times its source's size in
-    memory (a 53 KB model file 18 MB, torch's 1.4 MB test table 750 MB), so a bound by count
-    alone let one worker grow past a gigabyte on a large package."""
+    process and project; the most recently used modules stay parsed, at most CAPACITY of
+    them and CAPACITY_BYTES of their source: a libcst tree takes 150 to 550 times its
+    source's size (a 53 KB model file 18 MB). Measured on torch 2.13's package: with 512 KB,
+    files calling into several large modules parsed them again and again (default mode
+    over 8 minutes instead of 2); with 2 MB the largest worker peaked at 400 MB."""
 
     CAPACITY = 48
-    CAPACITY_BYTES = 512 * 1024
+    CAPACITY_BYTES = 2 * 1024 * 1024
     _shared: ClassVar[dict[tuple[int, Config], ProjectLoader]] = {}
 
     def __init__(self, project: ProjectIndex, config: Config) -> None:

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from amp_lint.analysis.arguments import Arguments, is_static
-from amp_lint.analysis.calls import CallSite, ClassInfo
+from amp_lint.analysis.calls import ClassInfo
 from amp_lint.analysis.dtypes import (
     FLOAT32,
     OTHER,
     DTypeKind,
 )
 from amp_lint.analysis.entry_points import decorator_regions
-from amp_lint.analysis.frames import MAX_CALL_DEPTH, Frame
+from amp_lint.analysis.frames import MAX_CALL_DEPTH, Frame, call_site
 from amp_lint.analysis.outline import calls_in, walk_function_statements
 from amp_lint.analysis.project import PROJECT_PREFIX
 from amp_lint.analysis.regions import region_from_call
@@ -104,7 +104,7 @@ class LocalCalls:
             callee = Frame(
                 env=Env(),
                 regions=regions,
-                chain=(*caller.chain, CallSite(self.interpreter.facts.path, site, self._line)),
+                chain=(*caller.chain, call_site(self.interpreter.facts, site, caller)),
                 function=function,
                 self_class=self._dynamic_class(self_value, owner),
                 assumption=caller.assumption,
@@ -118,9 +118,6 @@ class LocalCalls:
             return callee
 
         return self.run_memoised(key, function, frame)
-
-    def _line(self, node: cst.CSTNode) -> int:
-        return self.interpreter.facts.line_of(node)
 
     def _dynamic_class(self, self_value: Value | None, owner: ClassInfo | None) -> ClassInfo | None:
         """The class `self` is an instance of, where it is a subclass of the method's owner:

@@ -16,10 +16,10 @@ import libcst as cst
 from amp_lint.analysis.arguments import Arguments
 from amp_lint.analysis.autocast_region import AutocastRegion
 from amp_lint.analysis.calling import MemoKey
-from amp_lint.analysis.calls import LOCAL_PREFIX, CallSite, ClassInfo
+from amp_lint.analysis.calls import LOCAL_PREFIX, ClassInfo
 from amp_lint.analysis.dtypes import OTHER, SCALAR
 from amp_lint.analysis.entry_points import decorator_regions
-from amp_lint.analysis.frames import MAX_CALL_DEPTH, ForeignClass, Frame
+from amp_lint.analysis.frames import MAX_CALL_DEPTH, ForeignClass, Frame, call_site
 from amp_lint.analysis.naming import is_activation_name
 from amp_lint.analysis.project import (
     PROJECT_PREFIX,
@@ -248,14 +248,7 @@ class CrossFileCalls:
         if not args.starred:
             positional = tuple(self._portable(v) for v in args.positional)
             keywords = tuple((name, self._portable(v)) for name, v in args.keywords)
-        facts = self.interpreter.facts
-        # Found in the caller's function or its class when the call's code recurs in the
-        # file (`self` may be a subclass, whose code does not hold the call).
-        owner = caller.self_class
-        methods = owner.methods.values() if owner is not None else ()
-        owner = owner if any(m is caller.function for m in methods) else None
-        outer = (caller.function, owner.node if owner is not None else None)
-        here = CallSite(facts.path, call, lambda node: facts.line_of(node, *outer))
+        here = call_site(self.interpreter.facts, call, caller)
         entry = EntryContext(
             path,
             target,

@@ -18,6 +18,18 @@ from amp_lint.analysis.values import Env, Value
 MAX_CALL_DEPTH = 10
 
 
+def call_site(facts: ModuleFacts, call: cst.Call, caller: Frame) -> CallSite:
+    """The step from `caller` into `call`. Its line, needed only for a finding or another
+    file's entry, is found within the caller's function, then its class, when the call's
+    code recurs in the file: positions cost a parse (`self` may be a subclass, whose code
+    does not hold the call, so the class counts only when it defines the function)."""
+    owner = caller.self_class
+    methods = owner.methods.values() if owner is not None else ()
+    owner_node = owner.node if owner is not None and caller.function in methods else None
+    outer = (caller.function, owner_node)
+    return CallSite(facts.path, call, lambda node: facts.line_of(node, *outer))
+
+
 @dataclass
 class Frame:
     env: Env

@@ -21,6 +21,8 @@ class ModuleFacts:
     _positions: Mapping[cst.CSTNode, CodeRange] | None = field(default=None, repr=False)
     # The bytes the module was parsed from, when the caller has them (for cheap lines).
     source: bytes | None = field(default=None, repr=False)
+    # Where the code of an enclosing node lies, if it occurs once (by node identity).
+    _spans: dict[int, tuple[int, int] | None] = field(default_factory=dict, repr=False)
 
     @property
     def positions(self) -> Mapping[cst.CSTNode, CodeRange]:
@@ -40,16 +42,20 @@ class ModuleFacts:
             text = _code(node)
             start = _unique_offset(self.source, text, 0, len(self.source))
             for outer in enclosing:
-                if start is not None or outer is None:
-                    break
-                outer_text = _code(outer)
-                outer_start = _unique_offset(self.source, outer_text, 0, len(self.source))
-                if outer_start is not None:
-                    end = outer_start + len(outer_text)
-                    start = _unique_offset(self.source, text, outer_start, end)
+                span = self._span(outer) if start is None and outer is not None else None
+                if span is not None:
+                    start = _unique_offset(self.source, text, *span)
             if start is not None:
                 return self.source.count(b"\n", 0, start) + 1
         return self.positions[node].start.line
+
+    def _span(self, node: cst.CSTNode) -> tuple[int, int] | None:
+        assert self.source is not None
+        if id(node) not in self._spans:
+            text = _code(node)
+            start = _unique_offset(self.source, text, 0, len(self.source))
+            self._spans[id(node)] = None if start is None else (start, start + len(text))
+        return self._spans[id(node)]
 
 
 def _code(node: cst.CSTNode) -> bytes:
