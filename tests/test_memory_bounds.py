@@ -1,0 +1,57 @@
+"""Memory bounds: the modules a worker keeps parsed for calls into them are bounded by the
+size of their source as well as their number, and the newest stays even when it alone is
+over the bound (it is in use). A file too large to analyse is tested through the CLI in
+test_cli.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from amp_lint.analysis.project import ProjectIndex
+from amp_lint.config import Config
+from amp_lint.engine import ProjectLoader
+
+
+def module(body_lines: int) -> str:
+    return "import torch\n\n\ndef f(x):\n" + "    x = x + 1\n" * body_lines + "    return x\n"
+
+
+def test_loaded_modules_are_bounded_by_source_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = []
+    for name, lines in (("a", 200), ("b", 200), ("c", 600)):
+        path = tmp_path / f"{name}.py"
+        path.write_text(module(lines))
+        paths.append(str(path))
+    size = (tmp_path / "a.py").stat().st_size
+    monkeypatch.setattr(ProjectLoader, "CAPACITY_BYTES", int(size * 2.5))
+    loader = ProjectLoader(ProjectIndex.from_paths(paths), Config())
+    a, b, c = paths
+    assert loader.interpreter_for(a) is not None
+    assert loader.interpreter_for(b) is not None
+    assert list(loader.interpreters) == [a, b]  # both fit
+    assert loader.interpreter_for(c) is not None  # over the bound alone: kept, the rest go
+    assert list(loader.interpreters) == [c]
+    assert loader.sizes == {c: (tmp_path / "c.py").stat().st_size}
+    # Used again, a module evicted is parsed again, not lost.
+    first = loader.interpreter_for(a)
+    assert first is not None and list(loader.interpreters) == [a]
+
+
+def test_loaded_modules_are_bounded_by_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = []
+    for index in range(4):
+        path = tmp_path / f"m{index}.py"
+        path.write_text(module(3))
+        paths.append(str(path))
+    monkeypatch.setattr(ProjectLoader, "CAPACITY", 2)
+    loader = ProjectLoader(ProjectIndex.from_paths(paths), Config())
+    for path in paths:
+        loader.interpreter_for(path)
+    assert list(loader.interpreters) == paths[2:]
+    assert set(loader.sizes) == set(paths[2:])
