@@ -5,12 +5,15 @@ two seconds, so a small project shows it."""
 
 from __future__ import annotations
 
+import io
 import os
 import pty
 import subprocess
 from pathlib import Path
 
 from runners import AMP_LINT, amp_lint
+
+from amp_lint.progress import Progress
 
 CROSS_FILE = Path(__file__).parent / "projects" / "cross_file"
 
@@ -71,3 +74,15 @@ def test_no_progress_when_stderr_is_not_a_terminal() -> None:
     assert "analysing" not in result.stderr
     assert result.stderr.startswith("Found ")
     assert result.stdout == amp_lint(CROSS_FILE, "check", "--no-cache", ".").stdout
+
+
+def test_count_goes_back_when_the_work_starts_again() -> None:
+    # A pool that breaks mid-phase makes the runner redo the phase serially; the count shown
+    # restarts instead of passing the total.
+    stream = io.StringIO()
+    progress = Progress(stream, delay=0)
+    progress.phase("analysing", 3)
+    progress.collected(3)
+    progress.collected(1)
+    assert stream.getvalue().endswith("amp-lint: analysing: 1/3 files")
+    assert "4/3" not in stream.getvalue()

@@ -8,6 +8,9 @@ Errors, chosen to match what flake8 users see for other plugins:
 
 * a file that cannot be parsed yields nothing: flake8 already reports it as E999, and a second
   report of the same syntax error would only be noise;
+* a file too large to analyse (over 60,000 tokens of code, see `engine.parse_source`) yields
+  nothing either: flake8 has no warning channel, and a finding would fail the run for a file
+  that has no AMP problem; `amp-lint check` names such files in a warning;
 * a bad `[tool.amp-lint]` table raises ConfigError, which flake8 shows as a failed plugin
   naming the file and key: a misconfiguration should stop the run, not be silently ignored;
 * a bug in amp-lint yields one `AMP999` finding at 1:1 naming the exception, so that one file

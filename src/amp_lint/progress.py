@@ -36,9 +36,11 @@ class Progress:
         self.label, self.done, self.total = label, 0, total
         self._draw(force=True)
 
-    def advance(self, count: int = 1) -> None:
-        self.done += count
-        self._draw(force=self.done == self.total)
+    def collected(self, count: int) -> None:
+        """`count` of this phase's files are done (it may go back: work started again)."""
+        went_back = count < self.done
+        self.done = count
+        self._draw(force=went_back or self.done == self.total)
 
     def clear(self) -> None:
         if self.stream is not None and self.shown:

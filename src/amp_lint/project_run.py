@@ -243,7 +243,7 @@ class _Rounds:
                 missing.append(position)
         label = "analysing" if self.round == 0 else f"following calls (round {self.round})"
         self.progress.phase(label, len(missing))
-        fresh = self.runner.run([jobs[position] for position in missing], self.progress.advance)
+        fresh = self.runner.run([jobs[position] for position in missing], self.progress.collected)
         for position, outcome in zip(missing, fresh):
             results[position] = outcome
             self.parsed += outcome.parsed
@@ -290,7 +290,9 @@ class _Rounds:
             jobs.append(Job(path, self.sources[path], True, unsafe, context))
         assert self.runner is not None
         self.progress.phase("fixing", len(jobs))
-        fixed = {outcome.path: outcome for outcome in self.runner.run(jobs, self.progress.advance)}
+        fixed = {
+            outcome.path: outcome for outcome in self.runner.run(jobs, self.progress.collected)
+        }
         return [fixed.get(outcome.path, outcome) for outcome in outcomes]
 
 

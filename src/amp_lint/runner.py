@@ -141,8 +141,9 @@ class JobRunner:
         if self.pool is not None:
             self.pool.shutdown()
 
-    def run(self, jobs: list[Job], done: Callable[[], None] | None = None) -> list[Outcome]:
-        """Outcomes in the order of `jobs`; `done` is called as each one is collected."""
+    def run(self, jobs: list[Job], done: Callable[[int], None] | None = None) -> list[Outcome]:
+        """Outcomes in the order of `jobs`; `done` is told how many are collected as each one
+        is (after a fall-back to serial work the count starts again from 0)."""
         if not jobs:
             return []
         work = functools.partial(process_job, config=self.config)
@@ -176,12 +177,12 @@ class JobRunner:
 
 
 def _collect(
-    results: Iterable[Outcome], outcomes: list[Outcome], done: Callable[[], None] | None
+    results: Iterable[Outcome], outcomes: list[Outcome], done: Callable[[int], None] | None
 ) -> list[Outcome]:
     for outcome in results:
         outcomes.append(outcome)
         if done is not None:
-            done()
+            done(len(outcomes))
     return outcomes
 
 
