@@ -342,8 +342,18 @@ def build_rows(tree: Tree, tools: Tools, cache_dir: Path) -> list[Row]:
         Row(
             "ruff",
             "ruff check --select ALL (reference)",
-            [tools.ruff, "check", "--select", "ALL", "--no-cache", "--exit-zero", target],
-            "ruff check --select ALL --no-cache --exit-zero TREE",
+            [
+                tools.ruff,
+                "check",
+                "--select",
+                "ALL",
+                "--no-cache",
+                "--output-format",
+                "concise",
+                "--exit-zero",
+                target,
+            ],
+            "ruff check --select ALL --no-cache --output-format concise --exit-zero TREE",
             "ruff",
         ),
         Row(

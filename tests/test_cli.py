@@ -488,6 +488,18 @@ def test_noqa_is_honoured_by_check(tmp_path: Path) -> None:
     assert positions(amp_lint(tmp_path, "check", "noqa.py")) == ["noqa.py:7:6: AMP401"]
 
 
+def test_noqa_lines_are_counted_as_python_counts_them(tmp_path: Path) -> None:
+    # A form feed is whitespace to Python, not a line break: the noqa comment stays on the
+    # line of its finding, in the file's own analysis and in cross-file gathering alike.
+    source = (
+        b"import torch\n\x0c\n"
+        b"with torch.cuda.amp.autocast():  # noqa: AMP401\n    pass\n"
+        b"with torch.cuda.amp.autocast():\n    pass\n"
+    )
+    write(tmp_path, "formfeed.py", source)
+    assert positions(amp_lint(tmp_path, "check", "formfeed.py")) == ["formfeed.py:5:6: AMP401"]
+
+
 def test_noqa_suppressed_findings_are_not_fixed(tmp_path: Path) -> None:
     path = write(tmp_path, "noqa.py", NOQA_SOURCE)
     assert amp_lint(tmp_path, "check", "--fix", "noqa.py").returncode == 0

@@ -207,7 +207,7 @@ def _analyse_module(
     if honour_noqa and findings:
         # Findings placed in other files are checked against those files' noqa comments
         # where the project's results are gathered.
-        noqa = NoqaMap(module.code)
+        noqa = NoqaMap(source.decode("utf-8", "replace"))  # module.code would print the tree
         findings = [f for f in findings if f.path != path or not noqa.suppresses(f.line, f.code)]
     return FileAnalysis(
         findings, list(interpreter.outgoing.values()), found, sorted(interpreter.dependencies)

@@ -10,6 +10,9 @@ _NOQA = re.compile(
     re.IGNORECASE,
 )
 _CODE = re.compile(r"[A-Z]+[0-9]+", re.IGNORECASE)
+# Python's line breaks; str.splitlines() also breaks at form feeds and other separators
+# that Python reads as whitespace, which would shift every later line number.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 class NoqaMap:
@@ -17,7 +20,7 @@ class NoqaMap:
 
     def __init__(self, text: str) -> None:
         self._by_line: dict[int, frozenset[str] | None] = {}
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in enumerate(_LINE_BREAK.split(text), start=1):
             if "noqa" not in line.lower() or "#" not in line:
                 continue
             match = _NOQA.search(line)
