@@ -16,6 +16,7 @@ import argparse
 import collections
 import sys
 import time
+import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -55,7 +56,10 @@ class Timers:
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             with self.timing(phase, detail(*args, **kwargs)):
-                return original(*args, **kwargs)
+                result = original(*args, **kwargs)
+                # A generator does its work when iterated: iterate it here, or a rule's
+                # `check_module` would be timed as whatever consumes it.
+                return iter(list(result)) if isinstance(result, types.GeneratorType) else result
 
         setattr(owner, name, timed)
 

@@ -32,6 +32,10 @@ _LIGHTNING_AUTOCAST = {
 }
 _HF_ARGUMENTS = ("TrainingArguments", "Seq2SeqTrainingArguments")
 _HF_FLAGS = {"fp16": FLOAT16, "bf16": BFLOAT16}
+# What the code of a file making a framework assumption spells: a Lightning `Trainer`, the
+# `TrainingArguments` classes, an accelerator's `prepare`. Checked on the bytes first, as a
+# walk over every call of a large model file costs more than its analysis.
+_FRAMEWORK_WORDS = (b"Trainer", b"TrainingArguments", b"prepare")
 
 
 def lightning_assumption(
@@ -78,6 +82,8 @@ def framework_assumptions(
     """The assumptions this module's own code makes: trainers built with mixed precision,
     models handed to `accelerator.prepare`."""
     found: list[ClassAssumption] = []
+    if facts.source is not None and not any(word in facts.source for word in _FRAMEWORK_WORDS):
+        return found
     for call in _all_calls(facts.module):
         qualified = facts.names.qualified_name(call.func) or ""
         package = qualified.partition(".")[0]
