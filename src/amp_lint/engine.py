@@ -15,6 +15,7 @@ from typing import ClassVar
 import libcst as cst
 from libcst.metadata import CodeRange
 
+from amp_lint.analysis.cross_file import RememberedResult, ResultKey
 from amp_lint.analysis.frames import ExecutionContext
 from amp_lint.analysis.frameworks import configured_assumptions, framework_assumptions
 from amp_lint.analysis.interpreter import Interpreter
@@ -245,6 +246,10 @@ class ProjectLoader:
 
     CAPACITY = 48
     CAPACITY_BYTES = 2 * 1024 * 1024
+    # Return values of calls into loaded modules, kept after the module is evicted: without
+    # them, torch/_inductor's files parsed 200-400 KB modules such as ir.py again and again
+    # (705 parses of 193 files, 418 of them reloads). A few hundred bytes each.
+    RESULTS = 50_000
     _shared: ClassVar[dict[tuple[int, Config], ProjectLoader]] = {}
 
     def __init__(self, project: ProjectIndex, config: Config) -> None:
@@ -252,6 +257,7 @@ class ProjectLoader:
         self.config = config
         self.interpreters: OrderedDict[str, Interpreter | None] = OrderedDict()
         self.sizes: dict[str, int] = {}
+        self.results: dict[ResultKey, RememberedResult] = {}
 
     @classmethod
     def shared(cls, project: ProjectIndex | None, config: Config) -> ProjectLoader | None:
@@ -276,6 +282,14 @@ class ProjectLoader:
             evicted, _ = self.interpreters.popitem(last=False)
             self.sizes.pop(evicted, None)
         return interpreter
+
+    def remembered_result(self, key: ResultKey) -> RememberedResult | None:
+        return self.results.get(key)
+
+    def remember_result(self, key: ResultKey, result: RememberedResult) -> None:
+        if len(self.results) >= self.RESULTS:
+            self.results.clear()
+        self.results[key] = result
 
     def _load(self, path: str) -> Interpreter | None:
         try:

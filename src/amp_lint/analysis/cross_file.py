@@ -7,7 +7,7 @@ interpreter, which keeps the state (memo, outgoing entries, dependencies)."""
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +31,24 @@ from amp_lint.analysis.values import UNKNOWN_VALUE, Env, Value
 
 if TYPE_CHECKING:
     from amp_lint.analysis.interpreter import Interpreter
+
+
+# What a call into another file returns depends on: that file, the function, the regions
+# it runs under, its arguments' dtypes and constants (`Arguments.key`).
+ResultKey = tuple[str, str, tuple[object, ...], tuple[object, ...]]
+
+
+@dataclass(frozen=True)
+class RememberedResult:
+    """A function's return value in another file, as this file sees it, and the files it
+    was computed from."""
+
+    value: Value | None
+    dependencies: frozenset[str]
+
+
+def entry_arguments(entry: EntryContext) -> tuple[object, ...]:
+    return Arguments(entry.positional, entry.keywords).key()
 
 
 class CrossFileCalls:
@@ -293,18 +311,32 @@ class CrossFileCalls:
         return result.portable() if result is not None else None
 
     def _result_in(self, path: str, entry: EntryContext) -> Value | None:
-        callee = (
-            self.interpreter.loader.interpreter_for(path)
-            if self.interpreter.loader is not None
-            else None
-        )
-        if callee is None:
+        loader = self.interpreter.loader
+        if loader is None:
             return UNKNOWN_VALUE
-        result = callee.cross_file.result_of(entry)
+        # Keyed as the callee's own memo keys it (the function, the arguments' dtypes and
+        # constants, the regions), but kept by the loader: a large module evicted between
+        # two calls with the same arguments is not parsed and run again for the second.
+        key: ResultKey = (
+            path,
+            entry.target,
+            tuple(r.key for r in entry.regions),
+            entry_arguments(entry),
+        )
+        remembered = loader.remembered_result(key)
+        if remembered is None:
+            callee = loader.interpreter_for(path)
+            if callee is None:
+                return UNKNOWN_VALUE
+            result = callee.cross_file.result_of(entry)
+            remembered = RememberedResult(
+                result.portable() if result is not None else None, frozenset(callee.dependencies)
+            )
+            loader.remember_result(key, remembered)
         # The cache must drop this file's results when any of those files changes.
         self.interpreter.dependencies.add(path)
-        self.interpreter.dependencies.update(callee.dependencies)
-        return result
+        self.interpreter.dependencies.update(remembered.dependencies)
+        return remembered.value
 
     def result_of(self, entry: EntryContext) -> Value | None:
         """The joined return value of the entry's function, memoised like local calls; None

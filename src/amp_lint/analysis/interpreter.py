@@ -19,7 +19,7 @@ from amp_lint.analysis.arguments import parameter_names
 from amp_lint.analysis.binding import Binding
 from amp_lint.analysis.calling import LocalCalls
 from amp_lint.analysis.calls import ClassInfo, build_index
-from amp_lint.analysis.cross_file import CrossFileCalls
+from amp_lint.analysis.cross_file import CrossFileCalls, RememberedResult, ResultKey
 from amp_lint.analysis.dispatch import Dispatch
 from amp_lint.analysis.dtypes import OTHER, DType
 from amp_lint.analysis.entry_points import (
@@ -50,9 +50,14 @@ __all__ = ["ExecutionContext", "Interpreter", "run_interpreter"]
 
 
 class ModuleLoader(Protocol):
-    """Gives the interpreter of another linted file, to learn what a call into it returns."""
+    """Gives the interpreter of another linted file, to learn what a call into it returns,
+    and keeps what such calls returned: modules are evicted, results are small."""
 
     def interpreter_for(self, path: str) -> Interpreter | None: ...
+
+    def remembered_result(self, key: ResultKey) -> RememberedResult | None: ...
+
+    def remember_result(self, key: ResultKey, result: RememberedResult) -> None: ...
 
 
 class Interpreter:
