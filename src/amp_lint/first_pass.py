@@ -133,10 +133,18 @@ def code_identifiers(text: str) -> set[str]:
         identifier = match.group("identifier")
         if identifier is not None:
             found.add(identifier)
-        elif match.group("prefix") and "f" in match.group("prefix").lower():
-            for field in _REPLACEMENT_FIELD.findall(match.group("string")):
-                found.update(_IDENTIFIER.findall(field))
+        else:
+            found.update(_fstring_field_identifiers(match))
     return found
+
+
+def _fstring_field_identifiers(match: re.Match[str]) -> set[str]:
+    """The identifiers in an f-string's replacement fields (none for other tokens)."""
+    prefix = match.group("prefix")
+    if not prefix or "f" not in prefix.lower():
+        return set()
+    fields = _REPLACEMENT_FIELD.findall(match.group("string"))
+    return {name for field in fields for name in _IDENTIFIER.findall(field)}
 
 
 def _half_word_positions(text: str) -> list[tuple[str, int, int]] | None:
@@ -154,10 +162,8 @@ def _half_word_positions(text: str) -> list[tuple[str, int, int]] | None:
             line = bisect.bisect_right(line_starts, offset)
             column = len(text[line_starts[line - 1] : offset].encode("utf-8"))
             positions.append((word, line, column))
-        elif word is None and match.group("prefix") and "f" in match.group("prefix").lower():
-            fields = _REPLACEMENT_FIELD.findall(match.group("string"))
-            if any(set(_IDENTIFIER.findall(field)) & HALF_WORDS for field in fields):
-                return None
+        elif word is None and _fstring_field_identifiers(match) & HALF_WORDS:
+            return None
     return positions
 
 

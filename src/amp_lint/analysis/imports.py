@@ -140,27 +140,32 @@ class ImportGraph:
 
 
 def _registers_a_class(source: bytes) -> bool:
-    position = source.find(b"register")
-    while position != -1:
-        line_start = source.rfind(b"\n", 0, position) + 1
-        if _REGISTERED.match(source, line_start):
-            return True
-        position = source.find(b"register", source.find(b"\n", position) + 1 or len(source))
-    return False
+    return next(_matches_at_line_starts(source, b"register", (_REGISTERED,)), None) is not None
 
 
 def _import_statements(source: bytes) -> Iterator[re.Match[bytes]]:
     """`from ... import ...` and `import ...` statements, each starting a line."""
-    position = source.find(b"import")
+    return _matches_at_line_starts(source, b"import", (_FROM_IMPORT, _IMPORT))
+
+
+def _matches_at_line_starts(
+    source: bytes, word: bytes, patterns: tuple[re.Pattern[bytes], ...]
+) -> Iterator[re.Match[bytes]]:
+    """The first of `patterns` matching at the start of each line that holds `word`, each
+    line tried once; a match running over several lines (a parenthesised import) is
+    passed over whole."""
+    position = source.find(word)
     while position != -1:
         line_start = source.rfind(b"\n", 0, position) + 1
-        match = _FROM_IMPORT.match(source, line_start) or _IMPORT.match(source, line_start)
-        if match is not None and match.end() > position:
-            yield match
-            position = match.end()
-        else:
-            position += len(b"import")
-        position = source.find(b"import", position)
+        line_end = source.find(b"\n", position)
+        resume = len(source) if line_end == -1 else line_end + 1
+        for pattern in patterns:
+            match = pattern.match(source, line_start)
+            if match is not None:
+                yield match
+                resume = max(resume, match.end())
+                break
+        position = source.find(word, resume)
 
 
 def _names(text: str) -> list[str]:
