@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
@@ -35,7 +35,10 @@ if TYPE_CHECKING:
     from amp_lint.analysis.interpreter import Interpreter
 
 # (function, argument values, regions): each function runs once per distinct context.
-MemoKey = tuple[int, tuple[object, ...], tuple[tuple[str | None, str | None, bool | None], ...]]
+# Evaluated at import, so `Optional` rather than `X | None` (Python 3.9).
+MemoKey = tuple[
+    int, tuple[object, ...], tuple[tuple[Optional[str], Optional[str], Optional[bool]], ...]
+]
 
 _SEQUENTIAL = ("torch.nn.Sequential", "torch.nn.modules.container.Sequential")
 # einops layers that move elements around without changing their dtype.
