@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from amp_lint.analysis.dtypes import DTypeKind
 from amp_lint.analysis.frames import ExecutionContext
 from amp_lint.analysis.regions import AutocastRegion
 from amp_lint.findings import Edit, Fix, FixSafety
@@ -93,15 +92,19 @@ from pytorch_msssim import ssim
 with torch.autocast("cuda"):
     fake = generator(z)
     with torch.autocast("cuda", enabled=False):
-        loss = 1 - ssim(fake.float(), real.float(), data_range=255.0)
+        loss = 1 - ssim(fake.float(), real, data_range=255.0)
 """
     fix_safety = """\
 The fix wraps the statement in an fp32 island (`with torch.autocast(<device>, enabled=False):`)
-and calls `.float()` on the call's tensor arguments. It is **unsafe**: the metric is then
-computed in float32 and returns float32, which changes numerics (that is the point). The
-island uses the region's device when it is a literal, otherwise `<first argument>.device.type`.
-There is no fix when the call is not the only statement on its line or sits in a compound
-statement's header."""
+and calls `.float()` on the positional arguments the analysis knows are floating-point tensors
+(computed under the region, like `fake` above, or made by torch). Numbers, strings, flags and
+arguments of unknown type (`real` above) are left as they are: `.float()` on a
+window size raises `AttributeError`. It is **unsafe**: the metric is then computed in float32
+and returns float32, which changes numerics (that is the point); an argument of unknown type
+that is in fact a half tensor still needs its own `.float()`. The island uses the region's
+device when it is a literal, otherwise `<first tensor argument>.device.type`. There is no fix
+when no argument is known to be a tensor, when the call is not the only statement on its line,
+or when it sits in a compound statement's header."""
     known_limitations = """\
 Objects are recognised when they are created in the same module (`self.lpips =
 lpips.LPIPS()` in `__init__`, or a module-level or local variable). Add your own classes and
@@ -151,10 +154,16 @@ flagged for the same float32-only design but have no runtime case of their own y
         tensors = [
             arg.value
             for arg in node.args
-            if arg.keyword is None and not arg.star and _tensor_like(arg.value, ctx)
+            if arg.keyword is None and not arg.star and _known_tensor(arg.value, ctx)
         ]
+        if not tensors:
+            # `.float()` on a window size, a flag or a parameter of unknown type raises
+            # AttributeError; without a tensor to cast the island alone would leave half inputs
+            # meeting float32 weights. The finding stands, without a fix.
+            return None
+        uncast = [t for t in tensors if not _is_float_call(t)]
         island = call_in_fp32_island(
-            line, node, tensors, region.device, region.device_expr, ctx.facts.names
+            line, node, uncast, region.device, region.device_expr, ctx.facts.names
         )
         if island is None:
             return None
@@ -201,8 +210,28 @@ def _is_fp32_only(qualified: str, ctx: ExecutionContext, *, is_class: bool) -> b
     return qualified in (FP32_ONLY_CLASSES if is_class else FP32_ONLY_FUNCTIONS)
 
 
-def _tensor_like(node: cst.BaseExpression, ctx: ExecutionContext) -> bool:
-    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
+def _known_tensor(node: cst.BaseExpression, ctx: ExecutionContext) -> bool:
+    """The analysis knows the argument is a floating-point tensor: `.float()` applies to it.
+    Python numbers, strings, None and values of unknown type (a parameter nobody is seen
+    passing) are left alone. A half dtype resting on an assumption (`generator(z)` taken to
+    return float16 under autocast) counts: the assumption is that it is a half tensor. It is
+    read without being recorded, so the finding's message does not claim to rest on it."""
+    if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary, cst.BaseString)):
         return False
-    dtype = ctx.dtype(node)
-    return dtype.is_floating_tensor or dtype.kind is DTypeKind.UNKNOWN
+    accepts, used = ctx.accepts_assumptions, ctx.assumptions_used
+    ctx.accepts_assumptions, ctx.assumptions_used = True, []
+    try:
+        value = ctx.value(node)
+    finally:
+        ctx.accepts_assumptions, ctx.assumptions_used = accepts, used
+    return value.dtype.is_floating_tensor and not value.maybe_none
+
+
+def _is_float_call(node: cst.BaseExpression) -> bool:
+    """`x.float()`: already float32, another `.float()` would only repeat it."""
+    return (
+        isinstance(node, cst.Call)
+        and not node.args
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "float"
+    )

@@ -81,13 +81,14 @@ One fix per finding, the best that applies:
   where the probability saturates.
 * Otherwise (an `nn.BCELoss` instance, or an input that is not a literal sigmoid) the fix runs
   the statement in an fp32 island, `with torch.autocast(<device>, enabled=False):`, with
-  `.float()` on the input, target and weight. This is exactly what CPU autocast does for
-  `binary_cross_entropy` (it is on CPU's float32 list), so wherever the original ran the result
-  is the same, and on CUDA it runs where the original raised. It is **safe** when nothing
-  else in the statement calls a function or multiplies matrices (the island would run those in
-  float32 too); otherwise it is **unsafe**. The island's device is the region's literal device,
-  else `<input>.device.type`. There is no fix when the call is not the only statement on its
-  line or sits in a compound statement's header."""
+  `.float()` on the input and target, and on the weight when it is known to be a tensor (it
+  may be None, and the op multiplies the loss by it, which promotes). This is exactly what CPU
+  autocast does for `binary_cross_entropy` (it is on CPU's float32 list), so wherever the
+  original ran the result is the same, and on CUDA it runs where the original raised. It is
+  **safe** when nothing else in the statement calls a function or multiplies matrices (the
+  island would run those in float32 too); otherwise it is **unsafe**. The island's device is
+  the region's literal device, else `<input>.device.type`. There is no fix when the call is
+  not the only statement on its line or sits in a compound statement's header."""
     known_limitations = """\
 `nn.BCELoss` objects are recognised when they are created in the same module (a module-level
 or local variable, or `self.x = nn.BCELoss()` in `__init__`). Regions whose device is known
@@ -245,15 +246,20 @@ def _tensor_arguments(node: cst.Call, ctx: ExecutionContext) -> list[cst.BaseExp
             position += 1
         else:
             name = arg.keyword.value
-        if name in _TENSOR_PARAMETERS and _tensor_like(arg.value, ctx):
+        if name in _TENSOR_PARAMETERS and _tensor_like(arg.value, ctx, optional=name == "weight"):
             found.append(arg.value)
     return found
 
 
-def _tensor_like(node: cst.BaseExpression, ctx: ExecutionContext) -> bool:
+def _tensor_like(node: cst.BaseExpression, ctx: ExecutionContext, *, optional: bool) -> bool:
+    """`input` and `target` are tensors whatever the analysis knows (the op raises for
+    anything else); `weight` may be None, so it gets `.float()` only when it is known to be a
+    tensor (and needs none: the op multiplies the loss by it, which promotes)."""
     if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
         return False
     if isinstance(node, cst.Name) and node.value == "None":
         return False
-    dtype = ctx.dtype(node)
-    return dtype.is_floating_tensor or dtype.kind is DTypeKind.UNKNOWN
+    value = ctx.value(node)
+    if optional:
+        return value.dtype.is_floating_tensor and not value.maybe_none
+    return value.dtype.is_floating_tensor or value.dtype.kind is DTypeKind.UNKNOWN
