@@ -4,11 +4,15 @@ without the FutureWarning."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
+from runners import amp_lint
 
 from amp_lint.config import Config
 from amp_lint.engine import fix_source, lint_source
@@ -293,6 +297,98 @@ def test_no_import_needed_when_a_submodule_import_binds_torch() -> None:
     source = "import torch.cuda.amp\nwith torch.cuda.amp.autocast():\n    pass\n"
     (finding,) = lint(source)
     assert finding.fix is not None and finding.fix.imports == ()
+
+
+# The fix in a project: names other files import from the module stay bound
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(dedent(text))
+
+
+def _imports_cleanly(root: Path, statement: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", statement],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_fix_keeps_a_name_another_linted_file_imports(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    _write(
+        tmp_path,
+        {
+            "amp_utils.py": """\
+                import torch
+                from torch.cuda.amp import GradScaler, autocast
+
+
+                def run(model, x):
+                    with autocast():
+                        return model(x)
+
+
+                scaler = GradScaler()
+                """,
+            "train.py": """\
+                from amp_utils import autocast
+
+
+                def step(model, x):
+                    with autocast(enabled=False):
+                        return model(x)
+                """,
+            "evaluate.py": """\
+                import amp_utils
+
+
+                def evaluate(model, x):
+                    with amp_utils.autocast(enabled=False):
+                        return model(x)
+                """,
+        },
+    )
+    result = amp_lint(tmp_path, "check", "--select", "AMP401", "--fix", "--no-cache", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+    fixed = (tmp_path / "amp_utils.py").read_text()
+    assert 'with torch.amp.autocast("cuda"):' in fixed
+    assert 'scaler = torch.amp.GradScaler("cuda")' in fixed
+    # GradScaler is used nowhere else: its import goes; autocast is imported by train.py.
+    assert "from torch.cuda.amp import autocast\n" in fixed
+    ran = _imports_cleanly(
+        tmp_path, "import train, evaluate; assert train.autocast is evaluate.amp_utils.autocast"
+    )
+    assert ran.returncode == 0, ran.stderr
+
+
+def test_fix_removes_the_import_when_no_linted_file_imports_it(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "amp_utils.py": """\
+                from torch.cuda.amp import autocast
+
+
+                def run(model, x):
+                    with autocast():
+                        return model(x)
+                """,
+            "train.py": """\
+                from amp_utils import run
+                """,
+        },
+    )
+    result = amp_lint(tmp_path, "check", "--select", "AMP401", "--fix", "--no-cache", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+    fixed = (tmp_path / "amp_utils.py").read_text()
+    assert "torch.cuda.amp" not in fixed
+    assert 'with torch.amp.autocast("cuda"):' in fixed
 
 
 # Flagged without a fix

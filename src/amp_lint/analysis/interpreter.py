@@ -70,6 +70,7 @@ class Interpreter:
     ) -> None:
         self.facts = facts
         self.project = project
+        facts.project = project  # module-level rules read it (AMP401: names imported elsewhere)
         self.loader = loader
         # Calls into other linted files worth following, by EntryContext.key.
         self.outgoing: dict[tuple[object, ...], EntryContext] = {}

@@ -9,6 +9,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from amp_lint.analysis.names import ModuleNames
+from amp_lint.analysis.project import ProjectIndex
 from amp_lint.config import Config
 
 
@@ -23,6 +24,9 @@ class ModuleFacts:
     source: bytes | None = field(default=None, repr=False)
     # Where the code of an enclosing node lies, if it occurs once (by node identity).
     _spans: dict[int, tuple[int, int] | None] = field(default_factory=dict, repr=False)
+    # The linted files of the run when the module is linted as part of a project (set by the
+    # Interpreter, which receives it); None for a file linted on its own.
+    project: ProjectIndex | None = field(default=None, repr=False)
 
     @property
     def positions(self) -> Mapping[cst.CSTNode, CodeRange]:

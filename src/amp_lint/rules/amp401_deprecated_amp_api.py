@@ -6,11 +6,13 @@ rewrite of a call is fixes/amp_api.py's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Container, Iterator
 
 import libcst as cst
 
 from amp_lint.analysis.compat import fallback_nodes
+from amp_lint.analysis.imports import imported_names
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import ModuleNames
 from amp_lint.findings import Edit, Fix, FixSafety
@@ -111,7 +113,9 @@ order is the same). A bare `@torch.cuda.amp.custom_fwd` becomes
 `@torch.amp.custom_fwd(device_type="cuda")`. The new name is spelled through the module's own
 `torch` binding (`th.amp.autocast` after `import torch as th`); `import torch` is added when
 the module has none, and a `from torch.cuda.amp import ...` that the fix leaves unused is
-removed.
+removed, unless `__all__` lists the name or another linted file imports it from the module
+(`from amp_utils import autocast`, or `import amp_utils` and a read of `amp_utils.autocast`):
+then it stays, so the re-export keeps working.
 
 One difference remains, in nested regions only. The old `autocast` wrappers pass their
 defaults explicitly (`dtype=torch.float16` for "cuda", `torch.bfloat16` for "cpu",
@@ -133,6 +137,17 @@ with `*args` (the positions cannot be mapped onto the new order), for a call the
 would reject (too many positional arguments, a `device_type=` keyword), and when the module
 binds the name `torch` to something other than the torch package."""
     known_limitations = """\
+Compatibility code for PyTorch releases without the new API is not reported: `except
+ImportError:` / `except AttributeError:` fallbacks, both branches of an `if` or a conditional
+expression on a version test, the right side of `getattr(torch.amp, "GradScaler", None) or
+...`, and the statements after a guard clause that returns the new API (`if
+hasattr(torch.amp, "GradScaler"): return torch.amp.GradScaler("cuda")`). A version test is
+an expression naming a version (`torch.__version__`, `version.parse`, `is_torch_version`,
+`TORCH_GE_2_4`, `torch_ver`), `hasattr`/`getattr`/`dir` on torch, or a module-level name that
+holds one (`NEW_AMP = version.parse(torch.__version__) >= ...`, or a flag set by `try: from
+torch.amp import ... except ImportError:`). A gate named otherwise (`if USE_NEW_API:` assigned
+from configuration) is not recognised.
+
 Names are resolved from the module's imports, ignoring scopes: a local variable that shadows
 an imported `amp` or `autocast` is taken for the import, and an `import torch` inside a
 function counts as binding `torch` for the whole module.
@@ -154,11 +169,41 @@ hand (flake8's F401 points them out)."""
         scan.uses = [use for use in scan.uses if id(use.node) not in compatibility_code]
         torch = torch_spelling(names)
         quote = "'" if scan.single_quoted > scan.double_quoted else '"'
+        exported = _ImportedElsewhere(facts)
         for use in scan.uses:
-            yield _report(use, names, torch, quote)
+            yield _report(use, names, torch, quote, exported)
 
 
-def _report(use: ApiUse, names: ModuleNames, torch: str | None, quote: str) -> Report:
+class _ImportedElsewhere:
+    """The names of this module that other linted files import from it (`from a import
+    autocast` in b.py), read from the project's files on first need: an import the fix leaves
+    unused here still serves them, so it stays. (`__all__` is honoured by the import remover
+    itself.)"""
+
+    def __init__(self, facts: ModuleFacts) -> None:
+        self.facts = facts
+        self.names: frozenset[str] | None = None
+
+    def __contains__(self, name: object) -> bool:
+        if self.names is None:
+            self.names = frozenset()
+            project = self.facts.project
+            if project is not None:
+                here = project.by_absolute.get(os.path.normpath(os.path.abspath(self.facts.path)))
+                if here is not None:
+                    self.names = imported_names(project).get(here, frozenset())
+        if not isinstance(name, str):
+            return False
+        return name in self.names or ("*" in self.names and not name.startswith("_"))
+
+
+def _report(
+    use: ApiUse,
+    names: ModuleNames,
+    torch: str | None,
+    quote: str,
+    exported: Container[str] = frozenset(),
+) -> Report:
     api = use.api
     runtime = f'FutureWarning at run time: "{api.warning}"'
     if use.kind == "reference":
@@ -194,12 +239,17 @@ def _report(use: ApiUse, names: ModuleNames, torch: str | None, quote: str) -> R
     message = runtime
     if api.name == "autocast" and isinstance(use.node, cst.Call) and positional_args(use.node):
         message += " (its positional arguments must become keywords: the order differs)"
+    unused = tuple(
+        binding
+        for binding in binding_import(use.target, names)
+        if (binding[2] or binding[1]) not in exported
+    )
     fix = Fix(
         FixSafety.SAFE,
         f'Use `torch.amp.{api.name}` with device "{api.device}"',
         edits=(Edit(use.node, replacement),),
         imports=("torch",) if torch == "torch" and "torch" not in names.bindings else (),
-        unused_imports=binding_import(use.target, names),
+        unused_imports=unused,
     )
     return Report(use.node, message, fix)
 
