@@ -9,11 +9,15 @@ from dataclasses import dataclass
 import libcst as cst
 
 from amp_lint.analysis.calls import ClassInfo, ModuleIndex, build_index
-from amp_lint.analysis.dtypes import DTypeKind
+from amp_lint.analysis.dtypes import FLOAT32, FLOAT64, DTypeKind, dtype_from_torch_name
 from amp_lint.analysis.frames import ExecutionContext
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import ModuleNames, dotted_name
-from amp_lint.analysis.outline import small_statements
+from amp_lint.analysis.outline import (
+    calls_in,
+    small_statements,
+    statement_expressions,
+)
 from amp_lint.analysis.regions import AutocastRegion
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.amp_api import torch_spelling
@@ -24,6 +28,7 @@ from amp_lint.rules.autograd_functions import (
     converts_dtypes,
     needs_matching_dtypes,
     reads_saved_tensors,
+    statements,
     too_few_arguments,
 )
 from amp_lint.rules.base import Report, Rule
@@ -171,7 +176,17 @@ autocast off is flagged only through its other calls. A `custom_fwd` whose
 tensors itself (`.to(...)`, `.float()`, `type_as`) is taken to handle the dtypes, and a call
 that passes fewer arguments than forward needs (a TypeError in any precision) is not
 reported. The message names backward; with extension kernels that require every input to
-share the features' dtype (mmcv's ops), the failure usually comes in forward already."""
+share the features' dtype (mmcv's ops), the failure usually comes in forward already.
+
+A forward that deals with half inputs itself is not flagged at all: one that upcasts an input
+(`x.float()`, `x.contiguous().to(torch.float32)`, anywhere in forward), launches a Triton
+kernel (`kernel[grid](...)` of a `@triton.jit` function of the module, or any such launch in a
+module that imports triton; also inside a function of the module that forward calls) or calls
+a registered custom op (`torch.ops.<namespace>.<op>`). Such kernels load half inputs and
+compute in float32 inside; `custom_fwd(cast_inputs=torch.float32)` would materialise the
+float32 copies they are written to avoid. A compiled extension called without an upcast
+(`ext_module.deform_conv_forward(x, ...)`) is still flagged: most have no Half kernel (mmcv's
+and detectron2's ops did not), and which do cannot be told from the Python code."""
     node_types = (cst.Call,)
 
     def __init__(self) -> None:
@@ -211,6 +226,8 @@ share the features' dtype (mmcv's ops), the failure usually comes in forward alr
         backward = function.method("backward")
         if forward is None or too_few_arguments(forward, node):
             return  # a call that raises TypeError in any precision is not an AMP finding
+        if function.handles_half(forward):
+            return  # custom_fwd(cast_inputs=float32) would add a float32 copy it exists to avoid
         mixed = _mixed_inputs(forward, node, ctx)
         if mixed is None and (
             _handles_dtypes(forward, node, ctx)
@@ -325,6 +342,17 @@ class _FunctionClass:
             bases = [self.index.classes.get(b) for b in current.base_names]
             current = next((b for b in bases if b is not None and b.is_autograd_function), None)
         return None
+
+    def handles_half(self, forward: cst.FunctionDef) -> bool:
+        """Forward deals with half inputs itself: it upcasts them (`x.float()`,
+        `x.to(torch.float32)`), or it launches a Triton kernel (`kernel[grid](...)` of a
+        `@triton.jit` function, or any such launch in a module that imports triton) or calls
+        a registered custom op (`torch.ops.<namespace>.<op>`), which load half inputs and
+        compute in float32 inside. Decorating it with `custom_fwd(cast_inputs=torch.float32)`
+        would materialise the float32 copies the kernel is written to avoid."""
+        return _upcasts_inputs(forward, self.names) or _dispatches_to_kernel(
+            forward, self.names, self.index
+        )
 
     def mixes_dtypes(self, forward: cst.FunctionDef, backward: cst.FunctionDef | None) -> bool:
         """Whether the Function can meet mismatched dtypes: a backward that reads saved
@@ -458,3 +486,117 @@ def _message(
     else:
         remedy = f"decorate backward with {bwd_text}{per}"
     return f"{where}: {problem}; {remedy}"
+
+
+# Forward dealing with half inputs itself.
+
+# `x.float()`, `x.double()`; `x.to(torch.float32)`, `x.type(torch.float32)` (or dtype=).
+_UPCAST_METHODS = frozenset(["float", "double"])
+_CAST_METHODS = frozenset(["to", "type"])
+_FLOAT_TENSOR_TYPES = frozenset(
+    ["torch.FloatTensor", "torch.DoubleTensor", "torch.cuda.FloatTensor", "torch.cuda.DoubleTensor"]
+)
+
+
+def _upcasts_inputs(forward: cst.FunctionDef, names: ModuleNames) -> bool:
+    """Forward converts one of its inputs to float32 (or float64) itself, anywhere in its body:
+    `kernel(x.float(), ...)`, `x_fp32 = x.contiguous().to(torch.float32)`."""
+    params = _input_names(forward)
+    for statement in statements(forward):
+        for node in statement_expressions(statement):
+            for call in calls_in(node):
+                func = call.func
+                if (
+                    isinstance(func, cst.Attribute)
+                    and _receiver_root(func.value) in params
+                    and _is_upcast(call, func.attr.value, names)
+                ):
+                    return True
+    return False
+
+
+def _input_names(forward: cst.FunctionDef) -> frozenset[str]:
+    params = [*forward.params.posonly_params, *forward.params.params][1:]  # ctx is not an input
+    return frozenset(p.name.value for p in params)
+
+
+def _receiver_root(node: cst.BaseExpression) -> str | None:
+    """`x` in `x`, `x.contiguous()`, `x[:, 0]`, `x.view(-1).contiguous()`."""
+    while True:
+        if isinstance(node, cst.Name):
+            return node.value
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            node = node.func.value
+        elif isinstance(node, (cst.Attribute, cst.Subscript)):
+            node = node.value
+        else:
+            return None
+
+
+def _is_upcast(call: cst.Call, method: str, names: ModuleNames) -> bool:
+    if method in _UPCAST_METHODS:
+        return not call.args
+    if method not in _CAST_METHODS:
+        return False
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value != "dtype":
+            continue
+        qualified = names.qualified_name(arg.value)
+        if qualified in _FLOAT_TENSOR_TYPES or dtype_from_torch_name(qualified) in (
+            FLOAT32,
+            FLOAT64,
+        ):
+            return True
+    return False
+
+
+def _dispatches_to_kernel(
+    forward: cst.FunctionDef, names: ModuleNames, index: ModuleIndex, depth: int = 0
+) -> bool:
+    """Forward launches a Triton kernel or calls a registered custom op, itself or through a
+    function of its module (one level deep)."""
+    imports_triton = any(_is_triton(target) for target in names.bindings.values())
+    for statement in statements(forward):
+        for node in statement_expressions(statement):
+            for call in calls_in(node):
+                func = call.func
+                if isinstance(func, cst.Subscript):  # kernel[grid](...)
+                    kernel = dotted_name(func.value)
+                    if imports_triton or _is_triton_kernel(kernel, names, index):
+                        return True
+                    continue
+                qualified = names.qualified_name(func) or ""
+                if qualified.startswith("torch.ops.") and not qualified.startswith(_ATEN_OPS):
+                    return True
+                helper = index.functions.get(func.value) if isinstance(func, cst.Name) else None
+                if (
+                    helper is not None
+                    and depth == 0
+                    and _dispatches_to_kernel(helper, names, index, depth + 1)
+                ):
+                    return True
+    return False
+
+
+# torch's own operators through the dispatcher: the same kernels as torch functions.
+_ATEN_OPS = ("torch.ops.aten.", "torch.ops.prims.", "torch.ops.prim.")
+
+
+def _is_triton(qualified: str) -> bool:
+    return qualified == "triton" or qualified.startswith("triton.")
+
+
+def _is_triton_kernel(name: str | None, names: ModuleNames, index: ModuleIndex) -> bool:
+    """`name` is a function of the module decorated with `@triton.jit` (or `autotune`,
+    `heuristics`), wherever in the module it is defined (`if HAS_TRITON:` blocks)."""
+    if name is None:
+        return False
+    for function in index.all_functions:
+        if function.name.value != name:
+            continue
+        for decorator in function.decorators:
+            expr = decorator.decorator
+            target = expr.func if isinstance(expr, cst.Call) else expr
+            if _is_triton(names.qualified_name(target) or ""):
+                return True
+    return False
