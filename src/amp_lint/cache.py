@@ -20,8 +20,12 @@ from pathlib import Path
 from amp_lint import __version__
 
 DEFAULT_DIRECTORY = ".amp_lint_cache"
-# Bumped when the pickled classes change shape, so old entries are never misread.
-_FORMAT = "1"
+# Bumped when the pickled classes change shape, or the entry layout does, so old entries are
+# never misread.
+_FORMAT = "2"
+# Each entry starts with a checksum of the rest: a damaged entry (a flipped bit unpickles as
+# another valid object often enough) is treated as missing and computed again.
+_CHECKSUM_BYTES = 16
 _README = (
     b"Signature: 8a477f597d28d172789f06886806bc55\n"
     b"# This directory is amp-lint's cache; it is safe to delete. See https://bford.info/cachedir/\n"
@@ -36,8 +40,14 @@ class ResultCache:
     def get(self, key: str) -> object | None:
         try:
             data = self._path(key).read_bytes()
-            value: object = pickle.loads(data)
-        except Exception:  # missing, truncated by a crash, or written by another version
+        except OSError:
+            return None
+        checksum, payload = data[:_CHECKSUM_BYTES], data[_CHECKSUM_BYTES:]
+        if checksum != _checksum(payload):  # missing, truncated, damaged
+            return None
+        try:
+            value: object = pickle.loads(payload)
+        except Exception:  # written by a version whose classes differ
             return None
         return value
 
@@ -49,8 +59,9 @@ class ResultCache:
             self._mark_directory()
             descriptor, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
             try:
+                payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
                 with os.fdopen(descriptor, "wb") as file:
-                    pickle.dump(value, file, protocol=pickle.HIGHEST_PROTOCOL)
+                    file.write(_checksum(payload) + payload)
                 os.replace(temporary, path)
             except BaseException:
                 with contextlib.suppress(OSError):
@@ -68,6 +79,10 @@ class ResultCache:
             (self.root / ".gitignore").write_text("# Created by amp-lint\n*\n")
 
 
+def _checksum(payload: bytes) -> bytes:
+    return hashlib.blake2b(payload, digest_size=_CHECKSUM_BYTES).digest()
+
+
 def code_fingerprint() -> str:
     """Changes whenever amp-lint's own code or data does (an edited rule, a development
     install), not only with the version number."""
@@ -83,7 +98,9 @@ def code_fingerprint() -> str:
 def digest(*parts: bytes | str) -> str:
     hasher = hashlib.blake2b(digest_size=20)
     for part in parts:
-        data = part.encode() if isinstance(part, str) else part
+        # A file name that is not UTF-8 reaches here as lone surrogates; surrogateescape gives
+        # back its bytes.
+        data = part.encode("utf-8", "surrogateescape") if isinstance(part, str) else part
         hasher.update(len(data).to_bytes(8, "little"))
         hasher.update(data)
     return hasher.hexdigest()

@@ -11,6 +11,7 @@ reporting.py's; reading, linting, fixing and writing the files is warm_run.py's 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -53,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_request:  # argparse exits 2 on usage errors, 0 for --help
         return exit_request.code if isinstance(exit_request.code, int) else EXIT_ERROR
     args.explicit_end_of_options = "--" in arguments
+    _print_file_names_as_bytes()
     try:
         status: int = args.run(args)
     except BrokenPipeError:
@@ -60,6 +62,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_FINDINGS
     return status
+
+
+def _print_file_names_as_bytes() -> None:
+    """A file name that is not UTF-8 is printed as the bytes it has on disk (as ls and ruff
+    print it) instead of failing the output with UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="surrogateescape")
 
 
 # Command line
@@ -215,7 +225,7 @@ def _run_check(args: argparse.Namespace) -> int:
     if args.diff:
         return report_diff(outcomes, args, reporter)
     if args.fix:
-        write_fixes(outcomes, reporter.error)
+        write_fixes(outcomes, reporter.error, reporter.warning)
     return report_findings(outcomes, args, reporter)
 
 

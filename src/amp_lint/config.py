@@ -145,9 +145,16 @@ def find_config_file(start: Path) -> Path | None:
     directory = start.resolve()
     for candidate_dir in (directory, *directory.parents):
         candidate = candidate_dir / PYPROJECT
-        if candidate.is_file() and _read_table(candidate, required=False) is not None:
+        if _is_file(candidate) and _read_table(candidate, required=False) is not None:
             return candidate
     return None
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a directory above that this user cannot search: no file of ours there
+        return False
 
 
 def check_code_prefixes(codes: Sequence[str], where: str) -> tuple[str, ...]:

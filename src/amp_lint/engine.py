@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import ClassVar
 
 import libcst as cst
@@ -30,8 +29,10 @@ from amp_lint.analysis.project import (
 )
 from amp_lint.analysis.values import Origin
 from amp_lint.config import Config
+from amp_lint.files import read_source
 from amp_lint.findings import Finding, FixSafety
 from amp_lint.first_pass import code_token_count
+from amp_lint.parse_guard import refused_by_cpython
 from amp_lint.rules import Report, Rule, all_rules
 from amp_lint.suppressions import NoqaMap
 
@@ -85,6 +86,9 @@ def parse_source(source: bytes, path: str) -> cst.Module:
                 f"{tokens * KB_PER_TOKEN / 1024:,.0f} MB as a syntax tree (the limit is "
                 f"{MAX_CODE_TOKENS:,} tokens)"
             )
+    refusal = refused_by_cpython(source)
+    if refusal is not None:
+        raise SourceError(f"{path}:{refusal}" if refusal[0].isdigit() else f"{path}: {refusal}")
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as error:
@@ -126,14 +130,20 @@ def fix_source(
     unsafe: bool,
     context: ProjectContext = SINGLE_FILE,
 ) -> FixResult:
-    """Apply every applicable fix, re-linting until nothing more changes."""
+    """Apply every applicable fix, re-linting until nothing more changes.
+
+    Each pass applies all the fixes whose edits do not overlap and analyses the result once:
+    that analysis gives the findings that remain, and the fixes of the next pass only if
+    something is still fixable (fixes that overlapped, or findings a fix uncovered). A file
+    whose fixes do not overlap takes two analyses; at most MAX_FIX_PASSES + 1.
+    """
     # Loaded here: it pulls in libcst.codemod, which costs more than linting a small project.
     from amp_lint.fixes.apply import FixConflict, apply_fixes
 
-    module = parse_source(source, path)
+    module = _keep_final_carriage_return(parse_source(source, path), source)
     fixed: list[Finding] = []
+    findings = _lint_module(module, source, config, context, path)
     for _ in range(MAX_FIX_PASSES):
-        findings = _lint_module(module, source, config, context, path)
         chosen = [f for f in findings if f.fix is not None and _allowed(f, unsafe)]
         if not chosen:
             break
@@ -143,20 +153,30 @@ def fix_source(
             raise SourceError(
                 f"{path}: fix produced invalid code ({error}); file left unchanged"
             ) from None
-        if not applied or new_module.code == module.code:
+        new_source = new_module.bytes if applied else source
+        if new_source == source:
             break
         # Re-parse: the next pass needs fresh node identities and proof the code parses.
-        source = new_module.bytes
         try:
-            module = cst.parse_module(source)
+            module = _keep_final_carriage_return(cst.parse_module(new_source), new_source)
         except cst.ParserSyntaxError as error:
             raise SourceError(
                 f"{path}: fix produced code that does not parse ({error.message.splitlines()[0]});"
                 " file left unchanged"
             ) from None
+        source = new_source
         fixed.extend(f.portable() for f in applied)
-    remaining = [f.portable() for f in _lint_module(module, source, config, context, path)]
-    return FixResult(source=module.bytes, fixed=fixed, remaining=remaining)
+        findings = _lint_module(module, source, config, context, path)
+    return FixResult(source=source, fixed=fixed, remaining=[f.portable() for f in findings])
+
+
+def _keep_final_carriage_return(module: cst.Module, source: bytes) -> cst.Module:
+    """libcst 1.x reads a file whose lines end in a bare carriage return as having no final
+    newline and prints it without one; the module is told otherwise, so that it prints the
+    source back byte for byte and a fixed file keeps its last line break."""
+    if source.endswith(b"\r") and not module.has_trailing_newline:
+        return module.with_changes(has_trailing_newline=True)
+    return module
 
 
 def _allowed(finding: Finding, unsafe: bool) -> bool:
@@ -293,7 +313,7 @@ class ProjectLoader:
 
     def _load(self, path: str) -> Interpreter | None:
         try:
-            source = Path(path).read_bytes()
+            source = read_source(path)
             module = parse_source(source, path)
         except (OSError, SourceError):
             return None  # its own analysis reports the problem

@@ -29,6 +29,7 @@ from amp_lint import __version__
 from amp_lint.config import Config, load_config
 from amp_lint.engine import SourceError, lint_source
 from amp_lint.files import has_amp_vocabulary
+from amp_lint.parse_guard import call_with_deep_stack
 
 Flake8Result = tuple[int, int, str, type]
 
@@ -50,8 +51,10 @@ class AmpLintChecker:
         if not has_amp_vocabulary(source, config):
             return
         try:
-            findings = lint_source(source, self.filename, config, honour_noqa=False)
-        except SourceError:
+            findings = call_with_deep_stack(
+                functools.partial(lint_source, source, self.filename, config, honour_noqa=False)
+            )
+        except (SourceError, RecursionError):  # flake8 reports syntax errors itself
             return
         except Exception as error:  # see the module docstring
             detail = " ".join(str(error).split())

@@ -293,7 +293,18 @@ class _Rounds:
         fixed = {
             outcome.path: outcome for outcome in self.runner.run(jobs, self.progress.collected)
         }
-        return [fixed.get(outcome.path, outcome) for outcome in outcomes]
+        results = []
+        for outcome in outcomes:
+            result = fixed.get(outcome.path)
+            if result is None:
+                results.append(outcome)
+                continue
+            # What stays if the fixed bytes are not written (runner.write_fixes).
+            result.unfixed = outcome.remaining
+            if result.error is not None:  # the fix failed: the file keeps its findings
+                result.remaining, result.fixed, result.fixed_source = outcome.remaining, [], None
+            results.append(result)
+        return results
 
 
 @dataclass(frozen=True)

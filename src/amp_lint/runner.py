@@ -25,8 +25,10 @@ from amp_lint.analysis.project import (
     ProjectIndex,
 )
 from amp_lint.config import Config
-from amp_lint.files import write_atomically
+from amp_lint.crash_isolation import IsolatingRunner
+from amp_lint.files import ChangedSinceRead, remove_stale_temporary_files, write_atomically
 from amp_lint.findings import Finding
+from amp_lint.parse_guard import call_with_deep_stack
 
 # Below this many files a process pool costs more to start than it saves.
 PARALLEL_THRESHOLD = 8
@@ -53,6 +55,8 @@ class Outcome:
     remaining: list[Finding] = field(default_factory=list)
     fixed: list[Finding] = field(default_factory=list)
     fixed_source: bytes | None = None  # set only when the fixes changed the bytes
+    # With --fix: the findings of `source` itself, which remain if the fix is not written.
+    unfixed: list[Finding] | None = None
     error: str | None = None
     notice: str | None = None  # a warning that fails nothing (a file too large to analyse)
     outgoing: list[EntryContext] = field(default_factory=list)
@@ -74,39 +78,49 @@ def process_job(job: Job, config: Config) -> Outcome:
     """Lint or fix one file; never raises, so that one bad file cannot stop the others."""
     # Imported here: the engine pulls in libcst and the rules, which costs more than linting a
     # tree of files without AMP vocabulary (the usual pre-commit run) takes in total.
-    from amp_lint.engine import SourceError, SourceTooLarge, analyse_source, fix_source
-    from amp_lint.first_pass import own_code_may_have_findings
+    from amp_lint.engine import SourceError, SourceTooLarge
 
     outcome = Outcome(job.path, job.source)
-    context = job.context
-    if _worker_project is not None and context.project is None:
-        context = replace(context, project=_worker_project)
     try:
-        if job.first_pass and not own_code_may_have_findings(job.source, config):
-            if not (context.entries or context.assumptions):
-                return outcome
-            context = replace(context, own_roots=False)
-        outcome.parsed = True
-        if job.fix:
-            result = fix_source(job.source, job.path, config, unsafe=job.unsafe, context=context)
-            outcome.remaining, outcome.fixed = result.remaining, result.fixed
-            if result.source != job.source:
-                outcome.fixed_source = result.source
-        else:
-            analysis = analyse_source(job.source, job.path, config, context)
-            outcome.remaining = analysis.findings
-            outcome.outgoing, outcome.assumptions = analysis.outgoing, analysis.assumptions
-            outcome.dependencies = analysis.dependencies
+        call_with_deep_stack(functools.partial(_lint_or_fix, job, config, outcome))
     except SourceTooLarge as error:
         outcome.notice = _one_line(str(error))
     except SourceError as error:
         outcome.error = _one_line(str(error))
+    except RecursionError:
+        # Deeper than even the deep stack allows (parse_guard.py): code CPython accepts does
+        # not get here, so the file is skipped with a warning, as a too large one is.
+        outcome.notice = f"{job.path}: not analysed: nested too deeply"
     except Exception as error:  # a bug in a rule must not hide the other files' findings
         outcome.error = (
             f"{job.path}: internal error, please report it: "
             f"{type(error).__name__}: {_one_line(str(error))}"
         )
     return outcome
+
+
+def _lint_or_fix(job: Job, config: Config, outcome: Outcome) -> None:
+    from amp_lint.engine import analyse_source, fix_source
+    from amp_lint.first_pass import own_code_may_have_findings
+
+    context = job.context
+    if _worker_project is not None and context.project is None:
+        context = replace(context, project=_worker_project)
+    if job.first_pass and not own_code_may_have_findings(job.source, config):
+        if not (context.entries or context.assumptions):
+            return
+        context = replace(context, own_roots=False)
+    outcome.parsed = True
+    if job.fix:
+        result = fix_source(job.source, job.path, config, unsafe=job.unsafe, context=context)
+        outcome.remaining, outcome.fixed = result.remaining, result.fixed
+        if result.source != job.source:
+            outcome.fixed_source = result.source
+    else:
+        analysis = analyse_source(job.source, job.path, config, context)
+        outcome.remaining = analysis.findings
+        outcome.outgoing, outcome.assumptions = analysis.outgoing, analysis.assumptions
+        outcome.dependencies = analysis.dependencies
 
 
 def _one_line(message: str) -> str:
@@ -150,13 +164,27 @@ class JobRunner:
         outcomes: list[Outcome] = []
         workers = min(len(jobs), _usable_cpus())
         if len(jobs) > PARALLEL_THRESHOLD and workers > 1 and not self.serial:
-            # Without usable multiprocessing here, or when a worker dies, run everything
-            # again serially: workers write nothing, so repeating their work is safe.
             try:
                 pool = self._pool()
                 chunk = max(1, len(jobs) // (_usable_cpus() * 4))
                 return _collect(pool.map(work, jobs, chunksize=chunk), outcomes, done)
-            except (OSError, NotImplementedError, BrokenProcessPool):
+            except BrokenProcessPool:
+                # A worker died: the jobs not yet collected run again, isolated so that the
+                # file that kills its process costs only itself (crash_isolation.py).
+                self._discard_pool()
+                isolating: IsolatingRunner[Job, Outcome] = IsolatingRunner(
+                    work, self._new_pool, _crashed, workers
+                )
+                collected = len(outcomes)
+
+                def done_after_collected(count: int) -> None:
+                    if done is not None:
+                        done(collected + count)
+
+                return outcomes + isolating.run(jobs[collected:], done_after_collected)
+            except (OSError, NotImplementedError):
+                # Without usable multiprocessing here, run everything serially: workers write
+                # nothing, so repeating their work is safe.
                 self.serial = True
                 outcomes.clear()
         _set_worker_project(self.project)
@@ -164,16 +192,33 @@ class JobRunner:
 
     def _pool(self) -> ProcessPoolExecutor:
         if self.pool is None:
-            # Loaded before the pool starts, so that forked workers inherit the engine and
-            # the rule modules instead of each importing them again.
-            importlib.import_module("amp_lint.engine")
-            importlib.import_module("amp_lint.rules").all_rules()
-            self.pool = ProcessPoolExecutor(
-                max_workers=_usable_cpus(),
-                initializer=_set_worker_project,
-                initargs=(self.project,),
-            )
+            self.pool = self._new_pool(_usable_cpus())
         return self.pool
+
+    def _new_pool(self, workers: int) -> ProcessPoolExecutor:
+        # Loaded before the pool starts, so that forked workers inherit the engine and the
+        # rule modules instead of each importing them again.
+        importlib.import_module("amp_lint.engine")
+        importlib.import_module("amp_lint.rules").all_rules()
+        return ProcessPoolExecutor(
+            max_workers=workers, initializer=_set_worker_project, initargs=(self.project,)
+        )
+
+    def _discard_pool(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
+
+
+def _crashed(job: Job) -> Outcome:
+    return Outcome(
+        job.path,
+        job.source,
+        error=(
+            f"{job.path}: internal error, please report it: the process analysing this file "
+            "died (a crash in the parser or the analysis); the other files were analysed"
+        ),
+    )
 
 
 def _collect(
@@ -195,15 +240,49 @@ def _usable_cpus() -> int:
 # Reading and writing files
 
 
-def write_fixes(outcomes: list[Outcome], report_error: Callable[[str], None]) -> None:
+def write_fixes(
+    outcomes: list[Outcome],
+    report_error: Callable[[str], None],
+    report_warning: Callable[[str], None],
+) -> None:
+    """Write each fixed file, if it still holds the bytes that were read. A file that
+    changed meanwhile is left alone with a warning, one that cannot be written with an
+    error; either way its findings are reported as remaining, none as fixed."""
+    cleaned: set[Path] = set()
     for outcome in outcomes:
         if outcome.fixed_source is None:
             continue
+        path = Path(outcome.path)
+        directory = _real_parent(path)
+        if directory is not None and directory not in cleaned:
+            cleaned.add(directory)
+            remove_stale_temporary_files(directory)
         try:
-            write_atomically(Path(outcome.path), outcome.fixed_source)
+            write_atomically(path, outcome.fixed_source, expected=outcome.source)
+        except ChangedSinceRead as error:
+            report_warning(f"{outcome.path}: {error.strerror}")
+            _not_fixed(outcome)
         except OSError as error:
             report_error(f"{outcome.path}: cannot write: {error.strerror or error}")
-            outcome.fixed = []
+            _not_fixed(outcome)
+
+
+def _real_parent(path: Path) -> Path | None:
+    """The directory the fixed file's temporary copy goes to (a symlink is followed)."""
+    try:
+        return path.resolve().parent
+    except (OSError, RuntimeError):
+        return None
+
+
+def _not_fixed(outcome: Outcome) -> None:
+    """The file keeps its bytes, so it keeps the findings they have."""
+    if outcome.unfixed is not None:
+        outcome.remaining = list(outcome.unfixed)
+    else:  # no record of the source's own findings: the fixed ones are still there
+        outcome.remaining = sorted([*outcome.remaining, *outcome.fixed], key=lambda f: f.sort_key)
+    outcome.fixed = []
+    outcome.fixed_source = None
 
 
 # Diffs

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from amp_lint.cache import ResultCache, digest
 from amp_lint.config import Config
-from amp_lint.files import Discovery, discover_python_files
+from amp_lint.files import Discovery, UnreadableSource, discover_python_files, read_source
 from amp_lint.findings import Finding
 from amp_lint.project_run import ProjectResult, RunOptions, lint_sources, report_outcomes
 from amp_lint.runner import Outcome
@@ -96,7 +96,7 @@ def lint_paths(
         report_error(message)
     cache = ResultCache(options.cache_directory) if options.cache_directory else None
     if cache is None or options.fix:
-        sources = read_sources(discovery, report_error)
+        sources = read_sources(discovery, report_error, report_notice)
         return lint_sources(sources, config, options, report_error, report_notice)
     key = index_key(paths)
     index = SourceIndex.load(cache, key)
@@ -109,7 +109,7 @@ def lint_paths(
             result = remembered.result()
             report_outcomes(result.outcomes, report_error, report_notice)
             return result
-    sources = read_sources(discovery, report_error, changed)
+    sources = read_sources(discovery, report_error, report_notice, changed)
     result = lint_sources(sources, config, options, report_error, report_notice)
     # Digests of the bytes this run analysed, not the index's: a file may have changed
     # between its stat and its read.
@@ -132,7 +132,7 @@ def _current_digests(
         source_digest = index.digest(name, discovery.stats.get(name))
         if source_digest is None:
             try:
-                changed[name] = path.read_bytes()
+                changed[name] = read_source(path)
             except OSError:  # the full run reports it
                 return None, changed
             source_digest = digest(changed[name])
@@ -155,18 +155,23 @@ def _save_index(
 def read_sources(
     discovery: Discovery,
     report_error: Callable[[str], None],
+    report_notice: Callable[[str], None],
     already_read: dict[str, bytes] | None = None,
 ) -> dict[str, bytes]:
-    """The bytes of each discovered file, in discovery order."""
+    """The bytes of each discovered file, in discovery order. A file too large to analyse is a
+    warning, as one whose syntax tree would be too large is; any other read failure an error."""
     sources = {}
     for path in discovery.files:
         if already_read and str(path) in already_read:
             sources[str(path)] = already_read[str(path)]
             continue
         try:
-            sources[str(path)] = path.read_bytes()
+            sources[str(path)] = read_source(path)
         except OSError as error:
-            report_error(f"{path}: cannot read: {error.strerror or error}")
+            if isinstance(error, UnreadableSource) and error.too_large:
+                report_notice(f"{path}: {error.strerror}")
+            else:
+                report_error(f"{path}: cannot read: {error.strerror or error}")
     return sources
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -28,6 +27,7 @@ from amp_lint.analysis.project import (
     ProjectTarget,
 )
 from amp_lint.analysis.values import UNKNOWN_VALUE, Env, Value
+from amp_lint.files import read_source
 
 if TYPE_CHECKING:
     from amp_lint.analysis.interpreter import Interpreter
@@ -368,7 +368,7 @@ def module_constant(path: str, name: str) -> float | None:
     text = _CONSTANT_TEXT.get(path)
     if text is None:
         try:
-            text = Path(path).read_bytes()
+            text = read_source(path)
         except OSError:
             return None
         if len(_CONSTANT_TEXT) > 256:

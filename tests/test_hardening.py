@@ -1,0 +1,234 @@
+"""Bad input never crashes, hangs or fails the whole run (issue 13): each case goes through the
+real `amp-lint` command and checks that the bad file gets one clear line naming it, that no
+traceback or internal error is printed, and that the good file beside it is still linted."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.runners import AMP_LINT, amp_lint
+
+# A file with one finding (AMP101 on line 5), linted beside every bad input.
+GOOD = """\
+import torch
+def f(y, m):
+    with torch.autocast("cuda"):
+        z = y.half()
+        z.masked_fill(m, -1e9)
+"""
+FINDING = "good.py:5:9: AMP101"
+
+
+def _deep(expression: str) -> str:
+    """A file whose finding sits inside `expression` ({} marks where)."""
+    hazard = "z.masked_fill(m, -1e9)"
+    return (
+        "import torch\ndef f(y, m, a):\n    with torch.autocast('cuda'):\n"
+        f"        z = y.half()\n        x = {expression.format(hazard)}\n"
+    )
+
+
+def _assert_clean_run(result: subprocess.CompletedProcess[str]) -> None:
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output, output
+    assert "internal error" not in output, output
+    assert result.returncode in (0, 1, 2), result.returncode
+
+
+def _project(tmp_path: Path, bad_name: str, bad_source: str) -> Path:
+    (tmp_path / "good.py").write_text(GOOD)
+    (tmp_path / bad_name).write_text(bad_source)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("name", "expression"),
+    [
+        ("plus_chain", " + ".join(["a"] * 350) + " + {}"),
+        ("long_plus_chain", " + ".join(["a"] * 2_000) + " + {}"),
+        ("method_chain", "{}" + ".float()" * 170),
+        ("nested_brackets", "(" * 150 + "{}" + ")" * 150),
+        ("unary_chain", "-" * 2_000 + "{}"),
+        ("conditional_chain", "a if a else " * 2_000 + "{}"),
+        ("subscript_chain", "{}" + "[0]" * 1_000),
+    ],
+)
+def test_deep_code_that_python_accepts_is_analysed(
+    tmp_path: Path, name: str, expression: str
+) -> None:
+    """Syntax trees thousands of levels deep (CPython accepts them) gave RecursionError."""
+    source = _deep(expression)
+    ast.parse(source)  # valid Python, so amp-lint must analyse it
+    (tmp_path / f"{name}.py").write_text(source)
+    result = amp_lint(tmp_path, "check", "--no-cache", f"{name}.py")
+    _assert_clean_run(result)
+    assert f"{name}.py:5:" in result.stdout and "AMP101" in result.stdout, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "expression", "reason"),
+    [
+        # libcst's native parser died with SIGSEGV on these; CPython refuses them.
+        ("brackets", "(" * 1_600 + "{}" + ")" * 1_600, "too many nested parentheses"),
+        ("calls", "f(" * 3_000 + "{}" + ")" * 3_000, "too many nested parentheses"),
+        ("unary", "-" * 20_000 + "{}", "too deeply nested"),
+        ("lambdas", "lambda: " * 10_000 + "{}", "too deeply nested"),
+        # libcst took minutes over this one (one term a line, inside brackets).
+        ("chain", "(" + " +\n".join(["a"] * 20_000) + " + {})", "too deeply nested"),
+    ],
+)
+def test_code_python_refuses_as_too_deep_is_one_line(
+    tmp_path: Path, name: str, expression: str, reason: str
+) -> None:
+    project = _project(tmp_path, f"{name}.py", _deep(expression))
+    result = amp_lint(project, "check", "--no-cache", ".")
+    _assert_clean_run(result)
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and f"{name}.py" in errors[0] and reason in errors[0], errors
+    assert result.returncode == 2
+    assert FINDING in result.stdout
+
+
+def test_a_worker_that_dies_costs_only_its_own_file(tmp_path: Path) -> None:
+    """A file that kills its worker process (as libcst's parser did with SIGSEGV) used to
+    break the pool, then the serial fall-back died on it too: no output for any file.
+
+    No valid input crashes a worker any more (that is the point), so the crash is made by
+    wrapping the worker's function, in a process that then runs the real command line."""
+    for index in range(12):
+        (tmp_path / f"ok_{index:02}.py").write_text(GOOD)
+    (tmp_path / "crash.py").write_text(GOOD)
+    script = """
+import os, signal, sys
+from amp_lint import cli, runner
+original = runner.process_job
+def process_job(job, config):
+    if job.path.endswith("crash.py"):
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return original(job, config)
+process_job.__qualname__ = "process_job"
+runner.process_job = process_job
+sys.exit(cli.main(["check", "--no-cache", "."]))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "crash.py" in errors[0] and "died" in errors[0], errors
+    assert result.stdout.count("AMP101") == 12, result.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_fifo_and_device_named_py_do_not_hang(tmp_path: Path) -> None:
+    project = _project(tmp_path, "empty.py", "")
+    os.mkfifo(project / "fifo.py")
+    os.symlink("/dev/zero", project / "zero.py")
+    result = amp_lint(project, "check", "--no-cache", ".")
+    _assert_clean_run(result)
+    assert "fifo.py: cannot read: not a regular file (a FIFO)" in result.stderr
+    assert "zero.py: cannot read: not a regular file (a device)" in result.stderr
+    assert FINDING in result.stdout and result.returncode == 2
+
+
+def test_a_file_past_the_size_cap_is_a_warning(tmp_path: Path) -> None:
+    huge = "x = 1\n" * (3 * 1024 * 1024)  # 18 MiB
+    project = _project(tmp_path, "huge.py", "import torch  # autocast\n" + huge)
+    result = amp_lint(project, "check", "--no-cache", ".")
+    _assert_clean_run(result)
+    assert "warning: huge.py: not analysed: larger than 16 MB" in result.stderr
+    assert FINDING in result.stdout and result.returncode == 1
+
+
+def test_symlink_loops(tmp_path: Path) -> None:
+    project = _project(tmp_path, "empty.py", "")
+    os.symlink("self.py", project / "self.py")
+    os.symlink(".", project / "here")  # a directory loop: never entered
+    result = amp_lint(project, "check", "--no-cache", ".")
+    _assert_clean_run(result)
+    assert "self.py: cannot read: Too many levels of symbolic links" in result.stderr
+    assert FINDING in result.stdout
+    named = amp_lint(project, "check", "--no-cache", "self.py", "good.py")
+    _assert_clean_run(named)
+    assert "self.py: symlink loop" in named.stderr and named.returncode == 2
+    assert FINDING in named.stdout
+
+
+@pytest.mark.parametrize("cache", ["--no-cache", "--cache-dir=cache"])
+def test_a_file_name_that_is_not_utf8(tmp_path: Path, cache: str) -> None:
+    (tmp_path / "good.py").write_text(GOOD)
+    name = os.fsdecode(b"bad\xff.py")
+    try:
+        (tmp_path / name).write_text(GOOD)
+    except (OSError, UnicodeEncodeError):
+        pytest.skip("this file system refuses names that are not UTF-8")
+    result = subprocess.run(
+        [str(AMP_LINT), "check", cache, "."], cwd=tmp_path, capture_output=True, timeout=120
+    )
+    assert b"Traceback" not in result.stderr and result.returncode == 1, result.stderr
+    # Printed as the bytes the name has on disk, as ls prints it.
+    assert b"bad\xff.py:5:9: AMP101" in result.stdout
+    assert b"good.py:5:9: AMP101" in result.stdout
+
+
+def _as_nobody() -> list[str]:
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        pytest.skip("needs root and setpriv to run as an unprivileged user")
+    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def test_directories_that_cannot_be_listed(tmp_path: Path) -> None:
+    prefix = _as_nobody()
+    tmp_path.chmod(0o755)
+    project = _project(tmp_path, "empty.py", "")
+    locked = project / "locked"
+    locked.mkdir()
+    (locked / "inside.py").write_text(GOOD)
+    locked.chmod(0)
+    command = [*prefix, str(AMP_LINT), "check", "--no-cache"]
+    walked = subprocess.run(
+        [*command, "."], cwd=project, capture_output=True, text=True, timeout=120
+    )
+    _assert_clean_run(walked)
+    assert "locked: cannot list directory: Permission denied" in walked.stderr
+    assert FINDING in walked.stdout and walked.returncode == 2
+    named = subprocess.run(
+        [*command, "locked"], cwd=project, capture_output=True, text=True, timeout=120
+    )
+    _assert_clean_run(named)
+    assert "locked: cannot list directory: Permission denied" in named.stderr
+    assert named.returncode == 2  # was 0: nothing linted, nothing said
+
+
+def test_damaged_cache_entries_are_computed_again(tmp_path: Path) -> None:
+    """Single-bit flips in cache entries gave AttributeError or silently wrong output."""
+    project = _project(tmp_path, "other.py", GOOD.replace("-1e9", "-1e10"))
+    cache = tmp_path / "cache"
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return amp_lint(project, "check", f"--cache-dir={cache}", "good.py", "other.py")
+
+    expected = run()
+    assert expected.returncode == 1 and expected.stdout.count("AMP101") == 2
+    entries = [path for path in cache.rglob("*") if path.is_file() and len(path.parts) > 2]
+    entries = [path for path in entries if path.name not in ("CACHEDIR.TAG", ".gitignore")]
+    assert entries
+    for entry in entries:
+        original = entry.read_bytes()
+        for position in range(0, len(original), max(1, len(original) // 4)):
+            damaged = bytearray(original)
+            damaged[position] ^= 1 << (position % 8)
+            entry.write_bytes(bytes(damaged))
+            again = run()
+            assert (again.stdout, again.returncode) == (expected.stdout, 1), again.stderr
+            assert "Traceback" not in again.stderr
+        entry.write_bytes(original)
