@@ -232,3 +232,40 @@ def test_damaged_cache_entries_are_computed_again(tmp_path: Path) -> None:
             assert (again.stdout, again.returncode) == (expected.stdout, 1), again.stderr
             assert "Traceback" not in again.stderr
         entry.write_bytes(original)
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "finding"),
+    [
+        # Found by tests/test_fuzz.py: the int did not fit a float (OverflowError).
+        (
+            "huge_int_fill",
+            "z.masked_fill(m, -10 ** 400)\n        w = z.masked_fill(m, -1e9)",
+            ":6:",
+        ),
+        # Folded with Python's unbounded integers, this took hours.
+        (
+            "tower",
+            "z.masked_fill(m, ((10 ** 1000) ** 1000) ** 1000) + z.masked_fill(m, -1e9)",
+            ":5:",
+        ),
+        # A literal past CPython's 4,300-digit conversion limit (SyntaxError from libcst).
+        ("long_literal", "z.masked_fill(m, " + "9" * 5_000 + ") + z.masked_fill(m, -1e9)", ":5:"),
+        # Escapes libcst accepts and Python refuses (SyntaxError from libcst).
+        ("bad_escape", 'torch.einsum("\\N{NO SUCH NAME}", z) + z.masked_fill(m, -1e9)', ":5:"),
+        ("bad_device", 'z.to("\\N{NO SUCH NAME}").masked_fill(m, -1e9)', None),
+    ],
+)
+def test_literals_that_cannot_be_read_exactly(
+    tmp_path: Path, name: str, source: str, finding: str | None
+) -> None:
+    """Literals whose value Python cannot compute cheaply (or at all) have no value."""
+    text = (
+        "import torch\ndef f(y, m):\n    with torch.autocast('cuda'):\n"
+        f"        z = y.half()\n        x = {source}\n"
+    )
+    (tmp_path / f"{name}.py").write_text(text)
+    result = amp_lint(tmp_path, "check", "--no-cache", f"{name}.py")
+    _assert_clean_run(result)
+    if finding is not None:
+        assert f"{name}.py{finding}" in result.stdout and "AMP101" in result.stdout, result

@@ -17,6 +17,7 @@ from amp_lint.analysis.arguments import Arguments
 from amp_lint.analysis.calls import LOCAL_PREFIX
 from amp_lint.analysis.dtypes import OTHER, SCALAR, DTypeKind, half
 from amp_lint.analysis.frames import Frame
+from amp_lint.analysis.literals import bounded, string_literal
 from amp_lint.analysis.names import dotted_name
 from amp_lint.analysis.naming import is_loss_name, is_model_name
 from amp_lint.analysis.regions import (
@@ -211,11 +212,11 @@ class CallExpressions:
             return False
         if self.index.class_for_qualified(receiver.instance_of) is None:
             return False
-        name = node.args[0].value
-        if not isinstance(name, cst.SimpleString) or not isinstance(name.evaluated_value, str):
+        name = string_literal(node.args[0].value)
+        if name is None:
             return False
         value = self.evaluator.evaluate(node.args[1].value, frame)
-        frame.env.set(f"self.{name.evaluated_value}", Value(value.dtype, constant=value.constant))
+        frame.env.set(f"self.{name}", Value(value.dtype, constant=value.constant))
         return True
 
     def _container_module(self, qualified: str, node: cst.Call, frame: Frame) -> Value:
@@ -251,12 +252,11 @@ def _builtin_number(name: str, constant: float | None, arg: cst.Arg) -> float | 
             return abs(constant)
         if name == "float" or math.isinf(constant) or math.isnan(constant):
             return float(constant)
-        return int(constant)
-    value = arg.value
-    if name == "float" and isinstance(value, cst.SimpleString):
-        text = value.evaluated_value
+        return bounded(int(constant))
+    text = string_literal(arg.value)
+    if name == "float" and text is not None:
         try:
-            return float(text) if isinstance(text, str) else None
+            return float(text)
         except ValueError:
             return None
     return None

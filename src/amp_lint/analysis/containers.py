@@ -11,6 +11,7 @@ import libcst as cst
 
 from amp_lint.analysis.dtypes import OTHER, SCALAR, DTypeKind
 from amp_lint.analysis.frames import Frame
+from amp_lint.analysis.literals import number_literal, string_literal
 from amp_lint.analysis.naming import is_activation_name
 from amp_lint.analysis.outline import positional_arguments
 from amp_lint.analysis.values import UNKNOWN_VALUE, Value, join_all
@@ -186,10 +187,10 @@ class Containers:
 
 def _constant_key(node: cst.BaseExpression | None) -> str | int | None:
     if isinstance(node, cst.SimpleString):
-        text = node.evaluated_value
-        return text if isinstance(text, str) else None
+        return string_literal(node)
     if isinstance(node, cst.Integer):
-        return int(node.value, 0) if node.value.isdigit() else None
+        number = number_literal(node) if node.value.isdigit() else None
+        return number if isinstance(number, int) else None
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
         inner = _constant_key(node.expression)
         return -inner if isinstance(inner, int) else None

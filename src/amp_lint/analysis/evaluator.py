@@ -26,6 +26,7 @@ from amp_lint.analysis.dtypes import (
     promote,
 )
 from amp_lint.analysis.frames import Frame
+from amp_lint.analysis.literals import bounded, number_literal, string_literal
 from amp_lint.analysis.names import dotted_name
 from amp_lint.analysis.outline import child_nodes
 from amp_lint.analysis.torch_calls import TorchCalls
@@ -101,11 +102,10 @@ class Evaluator:
         if type(node) is cst.Call:
             return self._call(node, frame)
         if isinstance(node, (cst.Integer, cst.Float)):
-            literal = node.evaluated_value
-            return Value(SCALAR, constant=literal if isinstance(literal, (int, float)) else None)
+            return Value(SCALAR, constant=number_literal(node))
         if isinstance(node, cst.SimpleString):
-            text = node.evaluated_value
-            return Value(OTHER, text=text if isinstance(text, str) and len(text) < 64 else None)
+            text = string_literal(node)
+            return Value(OTHER, text=text if text is not None and len(text) < 64 else None)
         if isinstance(node, (cst.ConcatenatedString, cst.FormattedString)):
             return Value(OTHER)
         if isinstance(node, cst.Name):
@@ -322,16 +322,16 @@ def _fold(op: str | None, left: float | None, right: float | None) -> float | No
         return None
     try:
         if op == "add":
-            return left + right
+            return bounded(left + right)
         if op == "sub":
-            return left - right
+            return bounded(left - right)
         if op == "mul":
-            return left * right
+            return bounded(left * right)
         if op == "div":
             return left / right
         if op == "pow" and abs(right) < 1100:
             result: float = left**right
-            return result
+            return bounded(result)
     except (ArithmeticError, ValueError, TypeError):
         return None
     return None

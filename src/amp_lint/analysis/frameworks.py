@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16
+from amp_lint.analysis.literals import string_literal
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import dotted_name
 from amp_lint.analysis.outline import calls_in, small_statements
@@ -249,10 +250,7 @@ def _subscript_key(node: cst.Subscript) -> str | None:
 def _literal_text(node: cst.BaseExpression) -> str | None:
     if isinstance(node, cst.Integer):
         return node.value
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    return None
+    return string_literal(node)
 
 
 def _source(node: cst.CSTNode) -> str:

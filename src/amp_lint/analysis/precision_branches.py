@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from amp_lint.analysis.dtypes import dtype_from_torch_name
+from amp_lint.analysis.literals import string_literal
 from amp_lint.analysis.names import ModuleNames, dotted_name
 from amp_lint.analysis.outline import calls_in, walk_statements
 
@@ -46,8 +47,8 @@ def _is_bfloat16_test(test: cst.BaseExpression, names: ModuleNames) -> bool:
 
 def _means_bfloat16(node: cst.BaseExpression, names: ModuleNames) -> bool:
     if isinstance(node, cst.SimpleString):
-        text = node.evaluated_value
-        return isinstance(text, str) and text.lower() in _BF16_STRINGS
+        text = string_literal(node)
+        return text is not None and text.lower() in _BF16_STRINGS
     dtype = dtype_from_torch_name(names.qualified_name(node))
     return dtype is not None and dtype.is_half and not dtype.may_be_float16
 

@@ -15,6 +15,7 @@ import libcst as cst
 
 from amp_lint.analysis.autocast_region import AutocastRegion
 from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16, dtype_from_torch_name
+from amp_lint.analysis.literals import string_literal
 from amp_lint.analysis.names import ModuleNames, dotted_name
 from amp_lint.analysis.outline import small_statements
 
@@ -127,7 +128,7 @@ def accelerate_settings(module: cst.Module, names: ModuleNames) -> AccelerateSet
             if name:
                 instance_names.add(name)
         # Without the argument, `accelerate launch` configuration decides: unknown here.
-        precisions.add(_string_literal(_argument(small.value, 2, "mixed_precision")))
+        precisions.add(string_literal(_argument(small.value, 2, "mixed_precision")))
     frozen = frozenset(instance_names)
     if len(precisions) != 1 or None in precisions:
         return AccelerateSettings(frozen, None, None)
@@ -145,15 +146,8 @@ def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression
     return positional[position].value if position < len(positional) else None
 
 
-def _string_literal(node: cst.BaseExpression | None) -> str | None:
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    return None
-
-
 def _device_literal(node: cst.BaseExpression | None) -> str | None:
-    text = _string_literal(node)
+    text = string_literal(node)
     return text.split(":", 1)[0] if text else None
 
 

@@ -11,6 +11,7 @@ import libcst as cst
 
 from amp_lint.analysis.dtypes import DType, DTypeKind, dtype_from_torch_name
 from amp_lint.analysis.frames import ExecutionContext
+from amp_lint.analysis.literals import string_literal
 from amp_lint.analysis.names import dotted_name
 from amp_lint.analysis.outline import calls_in, positional_arguments, small_statements
 from amp_lint.findings import Edit, Fix, FixSafety
@@ -317,10 +318,8 @@ def _operand(node: cst.BaseExpression, ctx: ExecutionContext) -> _Operand:
 def _contracts(equation: cst.BaseExpression) -> bool:
     """An einsum equation with a summed index (runs bmm, which refuses mixed dtypes); purely
     elementwise equations such as "ij,ij->ij" run mul, which promotes."""
-    if not isinstance(equation, cst.SimpleString):
-        return False
-    text = equation.evaluated_value
-    if not isinstance(text, str) or "->" not in text or "." in text:
+    text = string_literal(equation)
+    if text is None or "->" not in text or "." in text:
         return False
     inputs, output = text.replace(" ", "").split("->", 1)
     return bool(set(inputs.replace(",", "")) - set(output))

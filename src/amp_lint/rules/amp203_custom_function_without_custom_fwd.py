@@ -11,6 +11,7 @@ import libcst as cst
 from amp_lint.analysis.calls import ClassInfo, ModuleIndex, build_index
 from amp_lint.analysis.dtypes import FLOAT32, FLOAT64, DTypeKind, dtype_from_torch_name
 from amp_lint.analysis.frames import ExecutionContext
+from amp_lint.analysis.literals import string_literal
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import ModuleNames, dotted_name
 from amp_lint.analysis.outline import (
@@ -386,9 +387,9 @@ def _decorated(
         device = None
         for arg in expr.args:
             if arg.keyword is not None and arg.keyword.value == "device_type":
-                value = arg.value
-                if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
-                    device = value.evaluated_value.split(":", 1)[0]
+                text = string_literal(arg.value)
+                if text is not None:
+                    device = text.split(":", 1)[0]
         devices.add(device)
     return _Decorated(frozenset(devices))
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from amp_lint.analysis.dtypes import FLOAT16
+from amp_lint.analysis.literals import number_literal
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.scaler_names import SCALER_VOCABULARY
 from amp_lint.analysis.training_setup import (
@@ -200,7 +201,5 @@ def _message(
 
 
 def _literal(node: cst.BaseExpression) -> float | None:
-    if isinstance(node, (cst.Float, cst.Integer)):
-        value = node.evaluated_value
-        return float(value) if isinstance(value, (int, float)) else None
-    return None
+    value = number_literal(node)
+    return None if value is None else float(value)
