@@ -1,0 +1,1 @@
+"""Fuzzing amp-lint: the harness, generated programs and fixture mutants (tests/test_fuzz.py)."""
