@@ -269,3 +269,45 @@ def test_literals_that_cannot_be_read_exactly(
     _assert_clean_run(result)
     if finding is not None:
         assert f"{name}.py{finding}" in result.stdout and "AMP101" in result.stdout, result
+
+
+def _helper_chain(count: int) -> str:
+    """`opt.step()` reached through `count` helpers, each calling the next."""
+    helpers = "".join(f"def h{i}(model, opt):\n    h{i + 1}(model, opt)\n" for i in range(count))
+    return (
+        f"import torch\n{helpers}def h{count}(model, opt):\n    opt.step()\n"
+        "def train(model, opt, x):\n    with torch.autocast('cuda'):\n"
+        "        loss = model(x)\n        h0(model, opt)\n        loss = model(x)\n"
+    )
+
+
+def _method_chain(count: int) -> str:
+    """A hazard reached through `count` methods, each calling the next on `self`."""
+    methods = "".join(
+        f"    def m{i}(self, x):\n        return self.m{i + 1}(x)\n" for i in range(count)
+    )
+    return (
+        f"import torch\nfrom torch import nn\nclass M(nn.Module):\n{methods}"
+        f"    def m{count}(self, x):\n        return x.masked_fill(self.mask, -1e9)\n"
+        "    def forward(self, x):\n        with torch.autocast('cuda'):\n"
+        "            return self.m0(x.half())\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "finding"),
+    [
+        # AMP307's summary of what a helper does recursed once per helper (RecursionError).
+        ("helper_chain", _helper_chain(1_000), ":2007:9: AMP307"),
+        # Call-graph walks recursed once per method (RecursionError); the interpreter follows
+        # calls 10 deep, so the hazard itself is out of reach.
+        ("method_chain", _method_chain(3_000), None),
+    ],
+)
+def test_long_call_chains(tmp_path: Path, name: str, source: str, finding: str | None) -> None:
+    (tmp_path / f"{name}.py").write_text(source)
+    result = amp_lint(tmp_path, "check", "--no-cache", f"{name}.py")
+    _assert_clean_run(result)
+    assert result.stderr == "" or "Found" in result.stderr, result.stderr
+    if finding is not None:
+        assert f"{name}.py{finding}" in result.stdout, result.stdout
