@@ -21,7 +21,6 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -29,8 +28,7 @@ from pathlib import Path
 
 import pytest
 
-AMP_LINT = Path(sys.executable).parent / "amp-lint"
-NOBODY = 65534
+from tests.runners import AMP_LINT, NOBODY, as_user, can_run_as_nobody
 
 # AMP401 fires on line 3 (a safe fix: `torch.amp.autocast("cuda")`).
 DEPRECATED = b"import torch\n\nwith torch.cuda.amp.autocast():\n    pass\n"
@@ -76,7 +74,7 @@ def amp_lint(
 ) -> subprocess.CompletedProcess[bytes]:
     command = [str(AMP_LINT), "--no-cache", *args]
     if user is not None:
-        command = [*_as_user(user), *command]
+        command = [*as_user(user), *command]
     return subprocess.run(
         command,
         cwd=cwd,
@@ -183,29 +181,8 @@ def test_a_file_removed_during_the_run_is_not_recreated(tmp_path: Path) -> None:
 # Permissions, owner, extended attributes, hard links
 
 
-def _as_user(user: int) -> list[str]:
-    return [
-        shutil.which("setpriv") or "setpriv",
-        f"--reuid={user}",
-        f"--regid={user}",
-        "--clear-groups",
-    ]
-
-
-def _can_run_as_nobody() -> bool:
-    if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("setpriv") is None:
-        return False
-    try:
-        done = subprocess.run(
-            [*_as_user(NOBODY), str(AMP_LINT), "--version"], capture_output=True, timeout=60
-        )
-    except OSError:
-        return False
-    return done.returncode == 0
-
-
 needs_nobody = pytest.mark.skipif(
-    not _can_run_as_nobody(),
+    not can_run_as_nobody(),
     reason="needs root, setpriv and an amp-lint that user nobody can run",
 )
 needs_root = pytest.mark.skipif(

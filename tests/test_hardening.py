@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import ast
 import os
-import shutil
 import subprocess
 import sys
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.runners import AMP_LINT, amp_lint
+from amp_lint.crash_isolation import IsolatingRunner
+from tests.runners import AMP_LINT, NOBODY, amp_lint, as_user, can_run_as_nobody
 
 # A file with one finding (AMP101 on line 5), linted beside every bad input.
 GOOD = """\
@@ -24,6 +27,12 @@ def f(y, m):
         z.masked_fill(m, -1e9)
 """
 FINDING = "good.py:5:9: AMP101"
+
+
+def _named(cases: list[tuple[str, ...]]) -> list[Any]:
+    """Parameters named by their first value: the others hold whole programs, too long for a
+    test id (pytest puts the id in an environment variable; Linux refuses one over 128 KiB)."""
+    return [pytest.param(*case, id=case[0]) for case in cases]
 
 
 def _deep(expression: str) -> str:
@@ -50,15 +59,17 @@ def _project(tmp_path: Path, bad_name: str, bad_source: str) -> Path:
 
 @pytest.mark.parametrize(
     ("name", "expression"),
-    [
-        ("plus_chain", " + ".join(["a"] * 350) + " + {}"),
-        ("long_plus_chain", " + ".join(["a"] * 2_000) + " + {}"),
-        ("method_chain", "{}" + ".float()" * 170),
-        ("nested_brackets", "(" * 150 + "{}" + ")" * 150),
-        ("unary_chain", "-" * 2_000 + "{}"),
-        ("conditional_chain", "a if a else " * 2_000 + "{}"),
-        ("subscript_chain", "{}" + "[0]" * 1_000),
-    ],
+    _named(
+        [
+            ("plus_chain", " + ".join(["a"] * 350) + " + {}"),
+            ("long_plus_chain", " + ".join(["a"] * 2_000) + " + {}"),
+            ("method_chain", "{}" + ".float()" * 170),
+            ("nested_brackets", "(" * 150 + "{}" + ")" * 150),
+            ("unary_chain", "-" * 2_000 + "{}"),
+            ("conditional_chain", "a if a else " * 2_000 + "{}"),
+            ("subscript_chain", "{}" + "[0]" * 1_000),
+        ]
+    ),
 )
 def test_deep_code_that_python_accepts_is_analysed(
     tmp_path: Path, name: str, expression: str
@@ -74,15 +85,17 @@ def test_deep_code_that_python_accepts_is_analysed(
 
 @pytest.mark.parametrize(
     ("name", "expression", "reason"),
-    [
-        # libcst's native parser died with SIGSEGV on these; CPython refuses them.
-        ("brackets", "(" * 1_600 + "{}" + ")" * 1_600, "too many nested parentheses"),
-        ("calls", "f(" * 3_000 + "{}" + ")" * 3_000, "too many nested parentheses"),
-        ("unary", "-" * 20_000 + "{}", "too deeply nested"),
-        ("lambdas", "lambda: " * 10_000 + "{}", "too deeply nested"),
-        # libcst took minutes over this one (one term a line, inside brackets).
-        ("chain", "(" + " +\n".join(["a"] * 20_000) + " + {})", "too deeply nested"),
-    ],
+    _named(
+        [
+            # libcst's native parser died with SIGSEGV on these; CPython refuses them.
+            ("brackets", "(" * 1_600 + "{}" + ")" * 1_600, "too many nested parentheses"),
+            ("calls", "f(" * 3_000 + "{}" + ")" * 3_000, "too many nested parentheses"),
+            ("unary", "-" * 20_000 + "{}", "too deeply nested"),
+            ("lambdas", "lambda: " * 10_000 + "{}", "too deeply nested"),
+            # libcst took minutes over this one (one term a line, inside brackets).
+            ("chain", "(" + " +\n".join(["a"] * 20_000) + " + {})", "too deeply nested"),
+        ]
+    ),
 )
 def test_code_python_refuses_as_too_deep_is_one_line(
     tmp_path: Path, name: str, expression: str, reason: str
@@ -125,6 +138,28 @@ sys.exit(cli.main(["check", "--no-cache", "."]))
     errors = [line for line in result.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and "crash.py" in errors[0] and "died" in errors[0], errors
     assert result.stdout.count("AMP101") == 12, result.stdout
+
+
+class _PoolThatBreaksOnSubmit(ProcessPoolExecutor):
+    """A pool whose worker died between two submissions: `submit` itself raises (seen under
+    load on Python 3.9, where the crash above then ended the run with a traceback)."""
+
+    def submit(self, *args: Any, **kwargs: Any) -> Any:
+        raise BrokenProcessPool("a child process terminated abruptly")
+
+
+def test_a_pool_that_breaks_on_submit_costs_no_job() -> None:
+    pools: list[int] = []
+
+    def make_pool(workers: int) -> ProcessPoolExecutor:
+        pools.append(workers)
+        if len(pools) == 1:
+            return _PoolThatBreaksOnSubmit(workers)
+        return ProcessPoolExecutor(workers)
+
+    runner = IsolatingRunner(abs, make_pool, crashed=lambda job: None, workers=2)
+    assert runner.run([-1, -2, -3]) == [1, 2, 3]
+    assert len(pools) == 2  # the broken pool, then one that ran every job
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
@@ -180,10 +215,9 @@ def test_a_file_name_that_is_not_utf8(tmp_path: Path, cache: str) -> None:
 
 
 def _as_nobody() -> list[str]:
-    setpriv = shutil.which("setpriv")
-    if os.geteuid() != 0 or setpriv is None:
-        pytest.skip("needs root and setpriv to run as an unprivileged user")
-    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    if not can_run_as_nobody():
+        pytest.skip("needs root, setpriv and an amp-lint that user nobody can run")
+    return as_user(NOBODY)
 
 
 def test_directories_that_cannot_be_listed(tmp_path: Path) -> None:
@@ -236,25 +270,31 @@ def test_damaged_cache_entries_are_computed_again(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("name", "source", "finding"),
-    [
-        # Found by tests/test_fuzz.py: the int did not fit a float (OverflowError).
-        (
-            "huge_int_fill",
-            "z.masked_fill(m, -10 ** 400)\n        w = z.masked_fill(m, -1e9)",
-            ":6:",
-        ),
-        # Folded with Python's unbounded integers, this took hours.
-        (
-            "tower",
-            "z.masked_fill(m, ((10 ** 1000) ** 1000) ** 1000) + z.masked_fill(m, -1e9)",
-            ":5:",
-        ),
-        # A literal past CPython's 4,300-digit conversion limit (SyntaxError from libcst).
-        ("long_literal", "z.masked_fill(m, " + "9" * 5_000 + ") + z.masked_fill(m, -1e9)", ":5:"),
-        # Escapes libcst accepts and Python refuses (SyntaxError from libcst).
-        ("bad_escape", 'torch.einsum("\\N{NO SUCH NAME}", z) + z.masked_fill(m, -1e9)', ":5:"),
-        ("bad_device", 'z.to("\\N{NO SUCH NAME}").masked_fill(m, -1e9)', None),
-    ],
+    _named(
+        [
+            # Found by tests/test_fuzz.py: the int did not fit a float (OverflowError).
+            (
+                "huge_int_fill",
+                "z.masked_fill(m, -10 ** 400)\n        w = z.masked_fill(m, -1e9)",
+                ":6:",
+            ),
+            # Folded with Python's unbounded integers, this took hours.
+            (
+                "tower",
+                "z.masked_fill(m, ((10 ** 1000) ** 1000) ** 1000) + z.masked_fill(m, -1e9)",
+                ":5:",
+            ),
+            # A literal past CPython's 4,300-digit conversion limit (SyntaxError from libcst).
+            (
+                "long_literal",
+                "z.masked_fill(m, " + "9" * 5_000 + ") + z.masked_fill(m, -1e9)",
+                ":5:",
+            ),
+            # Escapes libcst accepts and Python refuses (SyntaxError from libcst).
+            ("bad_escape", 'torch.einsum("\\N{NO SUCH NAME}", z) + z.masked_fill(m, -1e9)', ":5:"),
+            ("bad_device", 'z.to("\\N{NO SUCH NAME}").masked_fill(m, -1e9)', None),
+        ]
+    ),
 )
 def test_literals_that_cannot_be_read_exactly(
     tmp_path: Path, name: str, source: str, finding: str | None
@@ -296,13 +336,15 @@ def _method_chain(count: int) -> str:
 
 @pytest.mark.parametrize(
     ("name", "source", "finding"),
-    [
-        # AMP307's summary of what a helper does recursed once per helper (RecursionError).
-        ("helper_chain", _helper_chain(1_000), ":2007:9: AMP307"),
-        # Call-graph walks recursed once per method (RecursionError); the interpreter follows
-        # calls 10 deep, so the hazard itself is out of reach.
-        ("method_chain", _method_chain(3_000), None),
-    ],
+    _named(
+        [
+            # AMP307's summary of what a helper does recursed once per helper (RecursionError).
+            ("helper_chain", _helper_chain(1_000), ":2007:9: AMP307"),
+            # Call-graph walks recursed once per method (RecursionError); the interpreter follows
+            # calls 10 deep, so the hazard itself is out of reach.
+            ("method_chain", _method_chain(3_000), None),
+        ]
+    ),
 )
 def test_long_call_chains(tmp_path: Path, name: str, source: str, finding: str | None) -> None:
     (tmp_path / f"{name}.py").write_text(source)

@@ -61,8 +61,11 @@ class IsolatingRunner(Generic[Job, Outcome]):
         try:
             while waiting or in_flight:
                 while waiting and len(in_flight) < self.workers:
-                    index = waiting.pop()
-                    in_flight[pool.submit(self.work, jobs[index])] = index
+                    try:
+                        future = pool.submit(self.work, jobs[waiting[-1]])
+                    except BrokenProcessPool:  # a worker died before its result was read
+                        return list(in_flight.values())
+                    in_flight[future] = waiting.pop()
                 future = next(iter(in_flight))  # oldest first; the others keep running
                 try:
                     results[in_flight[future]] = future.result()
