@@ -73,33 +73,44 @@ flagged."""
 
     def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
         assert isinstance(node, cst.Call)
-        reduction, operand = _reduction(node, ctx)
-        if reduction is None or operand is None:
+        report = _hazard(node, ctx)
+        if report is None:
             return
-        operand_dtype = ctx.dtype(operand)
-        if not operand_dtype.may_be_float16:
+        # `x.sum().sum()`: the inner reduction is reported, and its fix makes this one run in
+        # float32 too. (Reported and fixed from the outside in, a chain of n took n fix passes.)
+        _, operand = _reduction(node, ctx)
+        if isinstance(operand, cst.Call) and _hazard(operand, ctx) is not None:
             return
-        squared = _half_square(operand, ctx)
-        if squared is not None:
-            yield Report(
-                node,
-                f"`{code(squared)}` is computed in {half_phrase(operand_dtype)} before "
-                f"`{reduction}`: it overflows to inf for |x| > 256 even if the reduction "
-                "itself runs in float32; upcast with `.float()` first",
-                _fix(_square_operands(squared), "Square in float32"),
-            )
-            return
-        if reduction not in OVERFLOWING_REDUCTIONS:
-            return
-        if not ctx.dtype(node).may_be_float16:
-            return  # autocast runs it in float32 on this device
-        where = _where(ctx)
-        yield Report(
+        yield report
+
+
+def _hazard(node: cst.Call, ctx: ExecutionContext) -> Report | None:
+    reduction, operand = _reduction(node, ctx)
+    if reduction is None or operand is None:
+        return None
+    operand_dtype = ctx.dtype(operand)
+    if not operand_dtype.may_be_float16:
+        return None
+    squared = _half_square(operand, ctx)
+    if squared is not None:
+        return Report(
             node,
-            f"`{code(node)}` runs in {half_phrase(operand_dtype)} {where}: a result above "
-            f"65504 silently becomes inf; call `.float()` before `.{reduction}()`",
-            _fix([operand], "Reduce in float32"),
+            f"`{code(squared)}` is computed in {half_phrase(operand_dtype)} before "
+            f"`{reduction}`: it overflows to inf for |x| > 256 even if the reduction "
+            "itself runs in float32; upcast with `.float()` first",
+            _fix(_square_operands(squared), "Square in float32"),
         )
+    if reduction not in OVERFLOWING_REDUCTIONS:
+        return None
+    if not ctx.dtype(node).may_be_float16:
+        return None  # autocast runs it in float32 on this device
+    where = _where(ctx)
+    return Report(
+        node,
+        f"`{code(node)}` runs in {half_phrase(operand_dtype)} {where}: a result above "
+        f"65504 silently becomes inf; call `.float()` before `.{reduction}()`",
+        _fix([operand], "Reduce in float32"),
+    )
 
 
 def _reduction(
