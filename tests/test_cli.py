@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from amp_lint.config import Config
-from amp_lint.files import has_amp_vocabulary, write_atomically
+from amp_lint.files import has_amp_vocabulary
+from amp_lint.fix_writing import write_atomically
 from amp_lint.runner import Job, process_job
 
 AMP_LINT = Path(sys.executable).parent / "amp-lint"

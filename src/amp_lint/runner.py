@@ -26,8 +26,8 @@ from amp_lint.analysis.project import (
 )
 from amp_lint.config import Config
 from amp_lint.crash_isolation import IsolatingRunner
-from amp_lint.files import ChangedSinceRead, remove_stale_temporary_files, write_atomically
 from amp_lint.findings import Finding
+from amp_lint.fix_writing import ChangedSinceRead, remove_stale_temporary_files, write_atomically
 from amp_lint.parse_guard import call_with_deep_stack
 
 # Below this many files a process pool costs more to start than it saves.
