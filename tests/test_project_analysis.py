@@ -573,3 +573,43 @@ def test_module_level_instance_in_a_callee_file(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert positions(check(tmp_path).stdout) == ["lib.py:8:22: AMP102"]
+
+
+LOSS_LIB = (
+    "import torch\n"
+    "import torch.nn.functional as F\n"
+    "\n"
+    "\n"
+    "def compute_loss(model, x, y):\n"
+    '    with torch.autocast("cuda"):\n'
+    "        logits = model(x)\n"
+    "    return F.cross_entropy(logits.float(), y)\n"
+)
+LOSS_TRAIN = (
+    "from losses import compute_loss\n"
+    "\n"
+    "\n"
+    'def train(model, loader, optimizer, precision="fp16"):\n'
+    "    for x, y in loader:\n"
+    "        loss = compute_loss(model, x, y)\n"
+    "        loss.backward()\n"
+    "        optimizer.step()\n"
+)
+
+
+def test_fp16_region_in_another_file_reaches_the_backward(tmp_path: Path) -> None:
+    """AMP304 by value flow across files: the loss computed under float16 autocast in
+    losses.py is backpropagated in train.py, which enters no region itself (it names a
+    precision, so it is analysed from its own roots)."""
+    (tmp_path / "losses.py").write_text(LOSS_LIB, encoding="utf-8")
+    (tmp_path / "train.py").write_text(LOSS_TRAIN, encoding="utf-8")
+    result = check(tmp_path, "--select", "AMP304")
+    assert positions(result.stdout) == ["train.py:7:9: AMP304"]
+    assert "region `torch.autocast` in losses.py without a GradScaler" in result.stdout
+    # Under `torch.no_grad()` the region records no graph: nothing to report.
+    replace_in(
+        tmp_path / "losses.py",
+        '    with torch.autocast("cuda"):',
+        '    with torch.no_grad(), torch.autocast("cuda"):',
+    )
+    assert check(tmp_path, "--select", "AMP304").stdout == ""

@@ -7,7 +7,8 @@ checks (`if x.dtype == torch.float16:`). Neither can make a value half precision
 autocast region, so such files are analysed only when another file's calls reach them.
 
 Every rule needs, in the file's own code, one of: an autocast region or a GradScaler or an
-AMP decorator or a deprecated AMP namespace or a framework trainer (ENTRY_WORDS), a
+AMP decorator or a deprecated AMP namespace or a framework trainer (ENTRY_WORDS), a backward
+call (BACKWARD_WORDS: the loss may come from a float16 region in another file), a
 half-precision dtype or conversion used as a value (HALF_WORDS outside a comparison), a
 GradScaler recognised by its use (`x.scale(loss).backward()`, `unscale_`, a name containing
 "scaler"), a configured function or callable, or, in library mode, a `forward`, a framework
@@ -41,6 +42,9 @@ ENTRY_WORDS = frozenset(
         "unscale_",
     }
 )
+# A backward call (`loss.backward()`, `torch.autograd.grad(...)`) may differentiate a loss
+# that another linted file computed under float16 autocast (AMP304).
+BACKWARD_WORDS = frozenset({"backward", "autograd"})
 HALF_WORDS = frozenset({"half", "float16", "bfloat16", "HalfTensor", "BFloat16Tensor"})
 # Library mode runs a module's forwards, framework steps, public functions and plain
 # classes' methods under autocast; a half value then comes from a layer or op autocast
@@ -102,7 +106,7 @@ def own_code_may_have_findings(source: bytes, config: Config) -> bool:
     # decides most files. It may hold a few more words than the code's names (keywords,
     # keyword-argument names, an f-string's words), which only makes the pass keep more.
     names = code_identifiers(text)
-    words = ENTRY_WORDS | _configured_words(config)
+    words = ENTRY_WORDS | BACKWARD_WORDS | _configured_words(config)
     if names & words or any("scaler" in name.lower() for name in names):
         return True
     if config.assume_autocast is not None and (names & LIBRARY_WORDS or b" @ " in source):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from amp_lint.analysis.arguments import Arguments, is_static
+from amp_lint.analysis.autograd_graph import decorated_grad_mode
 from amp_lint.analysis.calls import ClassInfo
 from amp_lint.analysis.dtypes import (
     FLOAT32,
@@ -34,10 +35,14 @@ from amp_lint.analysis.values import UNKNOWN_VALUE, Env, Value, join_all
 if TYPE_CHECKING:
     from amp_lint.analysis.interpreter import Interpreter
 
-# (function, argument values, regions): each function runs once per distinct context.
-# Evaluated at import, so `Optional` rather than `X | None` (Python 3.9).
+# (function, argument values, regions, whether gradients are recorded): each function runs
+# once per distinct context. Evaluated at import, so `Optional` rather than `X | None`
+# (Python 3.9).
 MemoKey = tuple[
-    int, tuple[object, ...], tuple[tuple[Optional[str], Optional[str], Optional[bool]], ...]
+    int,
+    tuple[object, ...],
+    tuple[tuple[Optional[str], Optional[str], Optional[bool]], ...],
+    bool,
 ]
 
 _SEQUENTIAL = ("torch.nn.Sequential", "torch.nn.modules.container.Sequential")
@@ -100,7 +105,10 @@ class LocalCalls:
             return UNKNOWN_VALUE
         regions = caller.regions + own_regions
         owner = self.index.owner.get(id(function))
-        key: MemoKey = (id(function), args.key(), tuple(r.key for r in regions))
+        own_grad_mode = decorated_grad_mode(function, self.interpreter.facts.names)
+        grad_enabled = caller.grad_enabled if own_grad_mode is None else own_grad_mode
+        region_keys = tuple(r.key for r in regions)
+        key: MemoKey = (id(function), args.key(), region_keys, grad_enabled)
 
         def frame() -> Frame:
             self_value = bound_self or caller.env.get("self") if owner is not None else None
@@ -113,6 +121,7 @@ class LocalCalls:
                 assumption=caller.assumption,
                 half_params=caller.half_params,
                 dispatched=caller.dispatched,
+                grad_enabled=grad_enabled,
                 depth=caller.depth + 1,
             )
             if owner is not None and self_value is not None:
@@ -239,15 +248,21 @@ class LocalCalls:
         found = self.region_openers.get(id(function))
         if found is None:
             found = any(
-                region_from_call(call, self.interpreter.facts.names, self.interpreter.accelerate)
-                is not None
+                self._opens_region(item.item)
                 for statement in walk_function_statements(function)
                 if isinstance(statement, cst.With)
                 for item in statement.items
-                for call in calls_in(item.item)
             )
             self.region_openers[id(function)] = found
         return found
+
+    def _opens_region(self, item: cst.BaseExpression) -> bool:
+        """`with torch.autocast(...)`, or `with ctx:` over a module-level region object."""
+        if isinstance(item, cst.Name):
+            held = self.interpreter.module_env.get(item.value)
+            return held is not None and held.region is not None
+        names, accelerate = self.interpreter.facts.names, self.interpreter.accelerate
+        return any(region_from_call(call, names, accelerate) is not None for call in calls_in(item))
 
     def method_resolution_order(self, info: ClassInfo) -> list[ClassInfo]:
         """The class and its bases defined in this module, nearest first."""

@@ -14,6 +14,7 @@ import libcst as cst
 
 from amp_lint.analysis.arguments import Arguments
 from amp_lint.analysis.autocast_region import AutocastRegion
+from amp_lint.analysis.autograd_graph import decorated_grad_mode
 from amp_lint.analysis.calling import MemoKey
 from amp_lint.analysis.calls import LOCAL_PREFIX, ClassInfo
 from amp_lint.analysis.dtypes import OTHER, SCALAR
@@ -83,6 +84,7 @@ class CrossFileCalls:
             assumption=entry.assumption,
             half_params=entry.half_params,
             dispatched=entry.dispatched,
+            grad_enabled=decorated_grad_mode(function, self.interpreter.facts.names) is not False,
             depth=entry.depth,
         )
         if owner is not None:
@@ -258,8 +260,8 @@ class CrossFileCalls:
         class outside the linted files), which is then a call amp-lint cannot see into."""
         if path == self.interpreter.facts.path:
             return UNKNOWN_VALUE
-        worth_following = caller.in_half or any(v.carries_half() for v in args.values)
-        if not worth_following or caller.depth >= MAX_CALL_DEPTH:
+        in_half = caller.in_half or any(v.carries_half() for v in args.values)
+        if caller.depth >= MAX_CALL_DEPTH or not (in_half or self._opens_region(path, target)):
             return UNKNOWN_VALUE
         positional: tuple[Value, ...] = ()
         keywords: tuple[tuple[str, Value], ...] = ()
@@ -279,8 +281,24 @@ class CrossFileCalls:
             caller.half_params,
             caller.dispatched,
         )
-        self.interpreter.outgoing.setdefault(entry.key, entry)
+        if in_half:
+            # Outside any region the other file's own analysis already covers the function;
+            # only what it returns is wanted here.
+            self.interpreter.outgoing.setdefault(entry.key, entry)
         return self._external_result(entry)
+
+    def _opens_region(self, path: str, target: str) -> bool:
+        """The other file's function enters autocast itself, so what it returns is worth
+        knowing outside any region (a loss computed under autocast in a helper). Only files
+        that name autocast are parsed to find out."""
+        text = _source_text(path)
+        if text is None or b"autocast" not in text:
+            return False
+        callee = self._loaded(path)
+        if callee is None:
+            return False
+        function, _ = callee.cross_file._entry_function(target)
+        return function is not None and callee.opens_region(function)
 
     def _portable(self, value: Value) -> Value:
         """The value for another file's analysis: a constant's origin in this file travels
@@ -353,27 +371,36 @@ class CrossFileCalls:
             function, self.interpreter.facts.names, self.interpreter.accelerate
         )
         args = Arguments(entry.positional, entry.keywords)
-        key: MemoKey = (id(function), args.key(), tuple(r.key for r in regions))
+        grad_enabled = decorated_grad_mode(function, self.interpreter.facts.names) is not False
+        key: MemoKey = (id(function), args.key(), tuple(r.key for r in regions), grad_enabled)
         return self.interpreter.calls.run_memoised(
             key, function, lambda: self._entry_frame(entry, function, owner, regions)
         )
 
 
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_CONSTANT_TEXT: dict[str, bytes] = {}
+_SOURCE_TEXT: dict[str, bytes] = {}
 
 
-def module_constant(path: str, name: str) -> float | None:
-    """`NAME = -1e20` (or `NAME: float = 1e-8`) at the top level of a file."""
-    text = _CONSTANT_TEXT.get(path)
+def _source_text(path: str) -> bytes | None:
+    """A linted file's bytes, kept for the few hundred files read last."""
+    text = _SOURCE_TEXT.get(path)
     if text is None:
         try:
             text = read_source(path)
         except OSError:
             return None
-        if len(_CONSTANT_TEXT) > 256:
-            _CONSTANT_TEXT.clear()
-        _CONSTANT_TEXT[path] = text
+        if len(_SOURCE_TEXT) > 256:
+            _SOURCE_TEXT.clear()
+        _SOURCE_TEXT[path] = text
+    return text
+
+
+def module_constant(path: str, name: str) -> float | None:
+    """`NAME = -1e20` (or `NAME: float = 1e-8`) at the top level of a file."""
+    text = _source_text(path)
+    if text is None:
+        return None
     pattern = rf"^{re.escape(name)}[ \t]*(?::[^=\n]*)?=[ \t]*({_NUMBER})[ \t]*(?:#[^\n]*)?$"
     match = re.search(pattern.encode(), text, re.MULTILINE)
     return float(match.group(1)) if match else None

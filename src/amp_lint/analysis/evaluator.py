@@ -14,6 +14,7 @@ import libcst as cst
 
 from amp_lint.analysis import semantics
 from amp_lint.analysis.arguments import Arguments
+from amp_lint.analysis.autograd_graph import with_fp16_graph
 from amp_lint.analysis.call_expressions import CallExpressions
 from amp_lint.analysis.containers import Containers
 from amp_lint.analysis.dtypes import (
@@ -73,6 +74,11 @@ _BINARY_OP_NAMES: dict[type[cst.BaseBinaryOp], str] = {
     cst.MatrixMultiply: "matmul",
 }
 
+# Expressions whose value may carry a float16 autograd graph from an operand or op.
+_GRAPH_NODES = frozenset(
+    [cst.Call, cst.BinaryOperation, cst.UnaryOperation, cst.Attribute, cst.Subscript]
+)
+
 
 class Evaluator:
     def __init__(self, interpreter: Interpreter) -> None:
@@ -89,6 +95,8 @@ class Evaluator:
         if cached is not None:
             return cached
         value = self._evaluate(node, frame)
+        if type(node) in _GRAPH_NODES:
+            value = with_fp16_graph(node, value, frame, self.interpreter.facts.path)
         frame.cache[id(node)] = value
         return value
 

@@ -46,6 +46,8 @@ class Frame:
     # Analysed because a dispatch or library mode put it under autocast: a call it cannot
     # see into does not dispatch again (which would turn every file into library mode).
     dispatched: bool = False
+    # Whether autograd records: False under `torch.no_grad()` / `torch.inference_mode()`.
+    grad_enabled: bool = True
     depth: int = 0
     returns: list[Value] = field(default_factory=list)
     # Values of the current statement's expressions, by node identity.

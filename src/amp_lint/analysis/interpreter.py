@@ -16,6 +16,7 @@ from typing import Protocol
 import libcst as cst
 
 from amp_lint.analysis.arguments import parameter_names
+from amp_lint.analysis.autograd_graph import decorated_grad_mode, grad_mode
 from amp_lint.analysis.binding import Binding
 from amp_lint.analysis.calling import LocalCalls
 from amp_lint.analysis.calls import ClassInfo, build_index
@@ -178,6 +179,7 @@ class Interpreter:
             assumption=why,
             half_params=half_params,
             dispatched=dispatched or any(r.spelling == LIBRARY_SPELLING for r in regions),
+            grad_enabled=decorated_grad_mode(function, self.facts.names) is not False,
         )
         if self_class is not None:
             frame.env.set("self", Value(OTHER, instance_of=self_class.qualified))
@@ -315,6 +317,7 @@ class Interpreter:
 
     def _exec_with(self, statement: cst.With, frame: Frame) -> None:
         entered: list[AutocastRegion] = []
+        saved_grad = frame.grad_enabled
         for item in statement.items:
             value = self._context_value(item.item, frame)
             self._dispatch(item.item, statement, frame)
@@ -322,10 +325,13 @@ class Interpreter:
                 entered.append(value.region)
             if item.asname is not None:
                 self.binding.bind(item.asname.name, value, None, frame)
+            mode = grad_mode(item.item, self.facts.names)
+            frame.grad_enabled = frame.grad_enabled if mode is None else mode
         saved = frame.regions
         frame.regions = saved + tuple(entered)
         self.exec_suite(statement.body, frame)
         frame.regions = saved
+        frame.grad_enabled = saved_grad
 
     def _context_value(self, node: cst.BaseExpression, frame: Frame) -> Value:
         """The value of a `with` item. A call to a module function is followed even outside

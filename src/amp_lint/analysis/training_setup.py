@@ -144,28 +144,32 @@ def grad_scaler_calls(
     return found
 
 
-def tensor_backward_calls(scope: Scope, names: ModuleNames) -> list[cst.Call]:
-    """`loss.backward()`, `torch.autograd.backward(...)` and `torch.autograd.grad(...)`.
+def backpropagated_tensor(call: cst.Call, names: ModuleNames) -> cst.BaseExpression | None:
+    """The tensor a backward call differentiates: `loss` in `loss.backward()`,
+    `torch.autograd.backward(loss)` and `torch.autograd.grad(loss, params)`; None for any
+    other call.
 
     `accelerator.backward(loss)`, `engine.backward(loss)` and `fabric.backward(loss)` take the
     loss as their first argument and scale it themselves (when so configured); a tensor's
     `.backward()` is called without positional arguments (its `gradient` is rarely passed)."""
-    found = []
-    for call in scope.calls():
-        qualified = names.qualified_name(call.func)
-        if qualified in ("torch.autograd.backward", "torch.autograd.grad"):
-            found.append(call)
-            continue
-        func = call.func
-        if not isinstance(func, cst.Attribute) or func.attr.value != "backward":
-            continue
-        if qualified is not None:
-            continue
-        receiver = dotted_name(func.value)
-        if positional_arguments(call) and not (receiver and "loss" in receiver.lower()):
-            continue
-        found.append(call)
-    return found
+    func = call.func
+    qualified = names.qualified_name(func)
+    if qualified in ("torch.autograd.backward", "torch.autograd.grad"):
+        keyword = "tensors" if qualified.endswith("backward") else "outputs"
+        return _argument_value(call, 0, keyword)
+    if not isinstance(func, cst.Attribute) or func.attr.value != "backward":
+        return None
+    if qualified is not None:
+        return None
+    receiver = dotted_name(func.value)
+    if positional_arguments(call) and not (receiver and "loss" in receiver.lower()):
+        return None
+    return func.value
+
+
+def _argument_value(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
+    arg = _argument(call, position, keyword)
+    return arg.value if arg is not None else None
 
 
 # Models cast to a half dtype, and their optimizers

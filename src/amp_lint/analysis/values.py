@@ -52,6 +52,20 @@ class Origin:
 
 
 @dataclass(frozen=True)
+class Fp16Graph:
+    """The float16 autocast region a value's autograd graph runs through (see
+    autograd_graph.py): how it was entered, and in which file; `node` (the region's call)
+    only while that file is the one analysed."""
+
+    spelling: str
+    path: str
+    node: cst.CSTNode | None = field(default=None, compare=False)
+    # The region is an assumption (library mode, a dispatched `forward`, configured
+    # functions), not one the code enters: its caller, and that caller's scaler, are unseen.
+    assumed: bool = False
+
+
+@dataclass(frozen=True)
 class Value:
     dtype: DType = UNKNOWN
     # A Python number known statically (literals, `float(2**30)`, `torch.finfo(...).min`).
@@ -95,6 +109,9 @@ class Value:
     # `functools.partial(f, x, eps=1e-8)`: the arguments given in advance, positional ones
     # under the name None, for the function (or instance) this value calls.
     preset: tuple[tuple[str | None, Value], ...] = ()
+    # Computed under float16 autocast with gradients recorded, or from such a value: a
+    # backward through it runs float16 backward ops.
+    fp16_graph: Fp16Graph | None = None
 
     @property
     def is_container(self) -> bool:
@@ -143,7 +160,12 @@ class Value:
             # `with amp_off(x):`, a helper in another file returning
             # `torch.autocast(..., enabled=False)`: the region, without its syntax nodes.
             region=self.region.portable() if self.region is not None else None,
+            fp16_graph=_portable_graph(self.fp16_graph),
         )
+
+
+def _portable_graph(graph: Fp16Graph | None) -> Fp16Graph | None:
+    return graph if graph is None or graph.node is None else replace(graph, node=None)
 
 
 UNKNOWN_VALUE = Value()
@@ -176,6 +198,7 @@ def join_values(a: Value, b: Value) -> Value:
         keys=keys,
         each=_join_each(a, b) if elements is None else None,
         alternatives=_join_alternatives(a, b),
+        fp16_graph=a.fp16_graph or b.fp16_graph,
     )
 
 

@@ -6,13 +6,16 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from amp_lint.analysis.dtypes import FLOAT16
+from amp_lint.analysis.autograd_graph import fp16_graph
+from amp_lint.analysis.frames import ExecutionContext
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.training_setup import (
+    Scope,
+    backpropagated_tensor,
     snippet,
-    tensor_backward_calls,
     training_setup,
 )
+from amp_lint.analysis.values import Fp16Graph
 from amp_lint.rules.base import Report, Rule
 
 
@@ -21,9 +24,9 @@ class Fp16WithoutScaler(Rule):
     name = "fp16-without-scaler"
     vocabulary = (b"autocast",)
     summary = (
-        "Checks for functions that backpropagate (`loss.backward()`, `torch.autograd.backward`, "
-        "`torch.autograd.grad`) through a float16 autocast region when the module has no "
-        "GradScaler."
+        "Checks for backward calls (`loss.backward()`, `torch.autograd.backward`, "
+        "`torch.autograd.grad`) of a tensor computed under a float16 autocast region that "
+        "records gradients, in a module with no GradScaler."
     )
     why = """\
 Under float16 autocast the backward pass of every autocast op (matmuls, convolutions, linear
@@ -69,45 +72,63 @@ There is no fix (lint only): adding a GradScaler means rewriting the backward ca
 and saving the scaler's state with checkpoints. Alternatively switch the region to
 `dtype=torch.bfloat16` where the hardware supports it."""
     known_limitations = """\
-The autocast region and the backward call must be in the same function (or both at module
-level): a loss computed under autocast in a helper and backpropagated by its caller is not
-seen. Only regions known to be float16 count: an explicit `dtype=torch.float16`, or CUDA's
+The region and the backward call are linked by value flow: the tensor differentiated must be
+computed from a value made under the float16 region (through assignments, containers, calls
+and returns, a region object made at module level, an `@torch.autocast(...)` decorator on a
+`forward` or helper, a helper in another linted file that enters the region itself). What
+the analysis cannot follow (a loss stored on `self` by one method and backpropagated by
+another, a model received as a parameter whose own `forward` is decorated) is not seen. A
+trainer file is analysed only when it names some AMP vocabulary (`fp16`, `precision`,
+`autocast`, ...). Regions under `torch.no_grad()`, `torch.inference_mode()` or
+`torch.set_grad_enabled(False)` (a `with` item or a decorator) record no graph and do not
+count; a mode chosen at run time (`set_grad_enabled(train)`) counts as recording. Regions
+amp-lint only assumes (library mode, `forward`s assumed to run under the file's autocast,
+configured autocast functions) do not count: their caller, and whether it scales the loss,
+is not in sight.
+
+Only regions known to be float16 count: an explicit `dtype=torch.float16`, or CUDA's
 default (a device spelled as a literal, or the deprecated `torch.cuda.amp.autocast`). A
 dtype or device held in a variable is not followed, and `accelerator.autocast()` is left to
 accelerate, whose `accelerator.backward(loss)` scales the loss itself.
 
-A module that creates a GradScaler anywhere is not flagged, and neither is a function that
-mentions a name containing "scaler" (`scaler.scale(loss).backward()`, a `grad_scaler`
-parameter, timm's `loss_scaler(loss, optimizer)`). Framework backward calls that take the
-loss as an argument (`accelerator.backward(loss)`, DeepSpeed's `engine.backward(loss)`,
-Lightning's `self.manual_backward(loss)` and `fabric.backward(loss)`) are not tensor
-backward calls and are never flagged; a tensor's `.backward(gradient)` with a positional
-argument is flagged only when the tensor's name contains "loss"."""
+A module that creates a GradScaler anywhere is not flagged, and neither is a backward in a
+function that mentions a name containing "scaler" (`scaler.scale(loss).backward()`, a
+`grad_scaler` parameter, timm's `loss_scaler(loss, optimizer)`). Framework backward calls
+that take the loss as an argument (`accelerator.backward(loss)`, DeepSpeed's
+`engine.backward(loss)`, Lightning's `self.manual_backward(loss)` and
+`fabric.backward(loss)`) are not tensor backward calls and are never flagged; a tensor's
+`.backward(gradient)` with a positional argument is flagged only when the tensor's name
+contains "loss"."""
 
-    def check_module(self, facts: ModuleFacts) -> Iterator[Report]:
-        setup = training_setup(facts.module, facts.names)
-        if setup.scalers:
+    node_types = (cst.Call,)
+
+    def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
+        assert isinstance(node, cst.Call)
+        facts = ctx.facts
+        target = backpropagated_tensor(node, facts.names)
+        if target is None:
             return
-        float16 = {
-            id(found.call): found
-            for found in setup.autocasts
-            if found.region.is_active
-            and found.region.dtype == FLOAT16
-            and found.region.spelling != "accelerator.autocast"
-        }
-        if not float16:
+        graph = fp16_graph(ctx.value(target))
+        # An assumed region's caller is not in sight, nor is whether it scales the loss.
+        if graph is None or graph.assumed:
             return
-        for scope in setup.scopes:
-            regions = [float16[id(call)] for call in scope.calls() if id(call) in float16]
-            if not regions:
-                continue
-            backwards = tensor_backward_calls(scope, facts.names)
-            if not backwards or scope.mentions("scaler"):
-                continue
-            region = regions[0]
-            where = f"`{snippet(region.call)}` (line {facts.line_of(region.call)})"
-            for call in backwards:
-                yield Report(call, _message(call, where))
+        if training_setup(facts.module, facts.names).scalers:
+            return
+        if _scope(ctx).mentions("scaler"):
+            return
+        yield Report(node, _message(node, _where(graph, facts)))
+
+
+def _scope(ctx: ExecutionContext) -> Scope:
+    function = ctx.frame.function
+    return Scope(function) if function is not None else Scope(ctx.facts.module)
+
+
+def _where(graph: Fp16Graph, facts: ModuleFacts) -> str:
+    """The region as written and its line in this file; its file when in another."""
+    if graph.node is not None and graph.path == facts.path:
+        return f"`{snippet(graph.node)}` (line {facts.line_of(graph.node)})"
+    return f"`{graph.spelling}` in {graph.path}"
 
 
 def _message(call: cst.Call, where: str) -> str:

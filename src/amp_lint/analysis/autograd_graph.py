@@ -1,0 +1,156 @@
+"""Which values autograd would backpropagate through float16 autocast.
+
+Under an enabled float16 autocast region with gradient recording on, the ops autocast lowers
+(matmuls, convolutions, linear layers) record float16 backward functions. A value computed
+there, and everything computed from it afterwards (a float32 loss included: its graph still
+runs through the float16 ops), carries the region as `Value.fp16_graph`. Under
+`torch.no_grad()` or `torch.inference_mode()` nothing is recorded, so nothing is tagged.
+
+The tag is a fact about value flow; rules decide what matters (AMP304: a `backward()` of
+such a value without loss scaling).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import libcst as cst
+
+from amp_lint.analysis.autocast_region import AutocastRegion
+from amp_lint.analysis.dtypes import FLOAT16, DTypeKind
+from amp_lint.analysis.frames import Frame
+from amp_lint.analysis.names import ModuleNames
+from amp_lint.analysis.values import Fp16Graph, Value
+
+_GRAD_OFF = frozenset(
+    [
+        "torch.no_grad",
+        "torch.autograd.no_grad",
+        "torch.autograd.grad_mode.no_grad",
+        "torch.inference_mode",
+        "torch.autograd.inference_mode",
+        "torch.autograd.grad_mode.inference_mode",
+    ]
+)
+_GRAD_ON = frozenset(["torch.enable_grad", "torch.autograd.grad_mode.enable_grad"])
+_SET_GRAD_ENABLED = frozenset(
+    ["torch.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled"]
+)
+# Dtypes no gradient flows through: integer and boolean tensors, Python numbers, objects.
+_NO_GRADIENT = frozenset(
+    [DTypeKind.INTEGER, DTypeKind.BOOL, DTypeKind.SCALAR, DTypeKind.OTHER, DTypeKind.NONE]
+)
+# How deep into containers a tag is looked for (a dict of losses, a tuple of outputs).
+_CONTAINER_DEPTH = 3
+
+
+def grad_mode(node: cst.BaseExpression, names: ModuleNames) -> bool | None:
+    """What a `with` item or decorator does to gradient recording: False for
+    `torch.no_grad()`, `torch.inference_mode()`, `torch.set_grad_enabled(False)`; True for
+    `torch.enable_grad()`, `torch.set_grad_enabled(True)`; None when it changes nothing or
+    the mode is decided at run time."""
+    call = node if isinstance(node, cst.Call) else None
+    qualified = names.qualified_name(call.func if call is not None else node)
+    if qualified in _GRAD_ON:
+        return True
+    if qualified in _GRAD_OFF:
+        # `inference_mode(False)` (mode=False) leaves gradient recording as it was.
+        mode = _first_argument(call) if call is not None else None
+        return None if _is_false(mode) else False
+    if qualified in _SET_GRAD_ENABLED and call is not None:
+        mode = _first_argument(call)
+        if isinstance(mode, cst.Name) and mode.value in ("True", "False"):
+            return mode.value == "True"
+    return None
+
+
+def decorated_grad_mode(function: cst.FunctionDef, names: ModuleNames) -> bool | None:
+    """`@torch.no_grad()` / `@torch.inference_mode()` (with or without the call) and
+    `@torch.enable_grad()` on a function: the mode its body runs in."""
+    for decorator in function.decorators:
+        mode = grad_mode(decorator.decorator, names)
+        if mode is not None:
+            return mode
+    return None
+
+
+def records_fp16_graph(frame: Frame) -> AutocastRegion | None:
+    """The enabled float16 region the frame runs under while recording gradients, if any.
+    accelerate's `accelerator.autocast()` is left out: `accelerator.backward()` scales."""
+    region = frame.active_region
+    if region is None or not frame.grad_enabled or region.dtype != FLOAT16:
+        return None
+    return None if region.spelling == "accelerator.autocast" else region
+
+
+def fp16_graph(value: Value | None, depth: int = 0) -> Fp16Graph | None:
+    """The float16 region the value's autograd graph runs through, looking into containers."""
+    if value is None:
+        return None
+    if value.fp16_graph is not None or depth >= _CONTAINER_DEPTH:
+        return value.fp16_graph
+    inner = value.elements or ((value.each,) if value.each is not None else ())
+    for element in inner:
+        found = fp16_graph(element, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def with_fp16_graph(node: cst.BaseExpression, value: Value, frame: Frame, path: str) -> Value:
+    """The value of `node` with the float16 graph it depends on: one its operands carry,
+    or, for an op or call executed under a float16 region recording gradients, that region."""
+    if value.fp16_graph is not None or value.dtype.kind in _NO_GRADIENT:
+        return value
+    found: Fp16Graph | None = None
+    for operand in _operands(node):
+        found = fp16_graph(_known_value(operand, frame))
+        if found is not None:
+            break
+    if found is None and _records_op(node):
+        region = records_fp16_graph(frame)
+        if region is not None:
+            assumed = frame.assumption is not None
+            found = Fp16Graph(region.spelling, path, region.node, assumed=assumed)
+    return value if found is None else replace(value, fp16_graph=found)
+
+
+def _known_value(node: cst.BaseExpression, frame: Frame) -> Value | None:
+    """The operand's value if already evaluated in this statement (or a variable's): never
+    evaluated again here, which could follow calls."""
+    cached = frame.cache.get(id(node))
+    if cached is None and isinstance(node, cst.Name):
+        return frame.env.get(node.value)
+    return cached
+
+
+def _records_op(node: cst.BaseExpression) -> bool:
+    """A call (a layer, a model, an op) or a matrix product: what autocast may lower."""
+    if isinstance(node, cst.Call):
+        return True
+    return isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.MatrixMultiply)
+
+
+def _operands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The sub-expressions whose graphs flow into the node's value."""
+    if isinstance(node, cst.Call):
+        receiver = [node.func.value] if isinstance(node.func, cst.Attribute) else []
+        return receiver + [arg.value for arg in node.args]
+    if isinstance(node, cst.BinaryOperation):
+        return [node.left, node.right]
+    if isinstance(node, cst.UnaryOperation):
+        return [node.expression]
+    if isinstance(node, (cst.Attribute, cst.Subscript)):
+        return [node.value]
+    return []
+
+
+def _first_argument(call: cst.Call) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is None or arg.keyword.value == "mode":
+            return arg.value
+    return None
+
+
+def _is_false(node: cst.BaseExpression | None) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
