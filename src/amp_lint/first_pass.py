@@ -8,7 +8,7 @@ autocast region, so such files are analysed only when another file's calls reach
 
 Every rule needs, in the file's own code, one of: an autocast region or a GradScaler or an
 AMP decorator or a deprecated AMP namespace or a framework trainer (ENTRY_WORDS), a backward
-call (BACKWARD_WORDS: the loss may come from a float16 region in another file), a
+call (BACKWARD_CALL: the loss may come from a float16 region in another file), a
 half-precision dtype or conversion used as a value (HALF_WORDS outside a comparison), a
 GradScaler recognised by its use (`x.scale(loss).backward()`, `unscale_`, a name containing
 "scaler"), a configured function or callable, or, in library mode, a `forward`, a framework
@@ -43,8 +43,9 @@ ENTRY_WORDS = frozenset(
     }
 )
 # A backward call (`loss.backward()`, `torch.autograd.grad(...)`) may differentiate a loss
-# that another linted file computed under float16 autocast (AMP304).
-BACKWARD_WORDS = frozenset({"backward", "autograd"})
+# that another linted file computed under float16 autocast (AMP304). Calls only: the many
+# `def backward(ctx, ...)` of autograd Functions are not.
+BACKWARD_CALL = re.compile(rb"\.backward\s*\(|autograd\s*\.\s*(?:grad|backward)\s*\(")
 HALF_WORDS = frozenset({"half", "float16", "bfloat16", "HalfTensor", "BFloat16Tensor"})
 # Library mode runs a module's forwards, framework steps, public functions and plain
 # classes' methods under autocast; a half value then comes from a layer or op autocast
@@ -106,8 +107,10 @@ def own_code_may_have_findings(source: bytes, config: Config) -> bool:
     # decides most files. It may hold a few more words than the code's names (keywords,
     # keyword-argument names, an f-string's words), which only makes the pass keep more.
     names = code_identifiers(text)
-    words = ENTRY_WORDS | BACKWARD_WORDS | _configured_words(config)
+    words = ENTRY_WORDS | _configured_words(config)
     if names & words or any("scaler" in name.lower() for name in names):
+        return True
+    if names & {"backward", "autograd"} and BACKWARD_CALL.search(source):
         return True
     if config.assume_autocast is not None and (names & LIBRARY_WORDS or b" @ " in source):
         return True  # `a @ w` is a matmul, which autocast runs in half

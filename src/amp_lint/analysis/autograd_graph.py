@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from amp_lint.analysis.arguments import Arguments
 from amp_lint.analysis.autocast_region import AutocastRegion
 from amp_lint.analysis.dtypes import FLOAT16, DTypeKind
 from amp_lint.analysis.frames import Frame
@@ -95,6 +96,32 @@ def fp16_graph(value: Value | None, depth: int = 0) -> Fp16Graph | None:
         if found is not None:
             return found
     return None
+
+
+def without_fp16_graph(value: Value) -> Value:
+    """The value without its float16 graph, also inside containers. A callee receives its
+    arguments so: what it returns then depends on its own regions only, and one analysis
+    serves callers with and without graphs (the call site adds the arguments' graphs)."""
+    if fp16_graph(value) is None:
+        return value
+    elements = tuple(map(without_fp16_graph, value.elements)) if value.elements else None
+    each = without_fp16_graph(value.each) if value.each is not None else None
+    return replace(
+        value,
+        fp16_graph=None,
+        elements=elements if value.elements is not None else None,
+        each=each,
+    )
+
+
+def arguments_without_fp16_graphs(args: Arguments) -> Arguments:
+    if not any(fp16_graph(value) is not None for value in args.values):
+        return args
+    return Arguments(
+        tuple(map(without_fp16_graph, args.positional)),
+        tuple((name, without_fp16_graph(value)) for name, value in args.keywords),
+        args.starred,
+    )
 
 
 def with_fp16_graph(node: cst.BaseExpression, value: Value, frame: Frame, path: str) -> Value:

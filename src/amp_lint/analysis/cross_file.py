@@ -14,7 +14,7 @@ import libcst as cst
 
 from amp_lint.analysis.arguments import Arguments
 from amp_lint.analysis.autocast_region import AutocastRegion
-from amp_lint.analysis.autograd_graph import decorated_grad_mode
+from amp_lint.analysis.autograd_graph import arguments_without_fp16_graphs, decorated_grad_mode
 from amp_lint.analysis.calling import MemoKey
 from amp_lint.analysis.calls import LOCAL_PREFIX, ClassInfo
 from amp_lint.analysis.dtypes import OTHER, SCALAR
@@ -27,6 +27,7 @@ from amp_lint.analysis.project import (
     EntryContext,
     ProjectTarget,
 )
+from amp_lint.analysis.region_openers import region_openers
 from amp_lint.analysis.values import UNKNOWN_VALUE, Env, Value
 from amp_lint.files import read_source
 
@@ -266,16 +267,19 @@ class CrossFileCalls:
         positional: tuple[Value, ...] = ()
         keywords: tuple[tuple[str, Value], ...] = ()
         if not args.starred:
-            positional = tuple(self._portable(v) for v in args.positional)
-            keywords = tuple((name, self._portable(v)) for name, v in args.keywords)
-        here = call_site(self.interpreter.facts, call, caller)
+            received = arguments_without_fp16_graphs(args)
+            positional = tuple(self._portable(v) for v in received.positional)
+            keywords = tuple((name, self._portable(v)) for name, v in received.keywords)
+        # Outside any region only the result is wanted, and no finding needs the chain.
+        here = call_site(self.interpreter.facts, call, caller) if in_half else None
+        steps = (*caller.chain, here) if here is not None else ()
         entry = EntryContext(
             path,
             target,
             tuple(r.portable() for r in caller.regions),
             positional,
             keywords,
-            tuple(str(step) for step in (*caller.chain, here)),
+            tuple(str(step) for step in steps),
             caller.assumption,
             caller.depth + 1,
             caller.half_params,
@@ -289,16 +293,10 @@ class CrossFileCalls:
 
     def _opens_region(self, path: str, target: str) -> bool:
         """The other file's function enters autocast itself, so what it returns is worth
-        knowing outside any region (a loss computed under autocast in a helper). Only files
-        that name autocast are parsed to find out."""
+        knowing outside any region (a loss computed under autocast in a helper). Read with
+        the standard library's parser, not libcst: most calls go to functions that do not."""
         text = _source_text(path)
-        if text is None or b"autocast" not in text:
-            return False
-        callee = self._loaded(path)
-        if callee is None:
-            return False
-        function, _ = callee.cross_file._entry_function(target)
-        return function is not None and callee.opens_region(function)
+        return text is not None and target in region_openers(path, text)
 
     def _portable(self, value: Value) -> Value:
         """The value for another file's analysis: a constant's origin in this file travels
