@@ -72,7 +72,7 @@ def test_verify_prints_a_table_and_writes_a_report(tmp_path: Path) -> None:
     assert re.search(
         r"^AMP001 +masked-constant +cpu +float16 +nonfinite: .* clean +yes$", result.stdout, re.M
     )
-    assert "6 of 6 rows as expected" in result.stdout
+    assert "8 of 8 rows as expected" in result.stdout
     document = json.loads((tmp_path / "amp-lint-verify.json").read_text())
     assert document["environment"]["torch"].startswith("2.")
     assert {(row["rule"], row["device"], row["dtype"]) for row in document["rows"]} == {

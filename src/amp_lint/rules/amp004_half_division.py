@@ -1,4 +1,5 @@
-"""AMP004 half-division: float16 division by a denominator guarded with a too-small eps."""
+"""AMP004 half-division: float16 division by a denominator guarded with a too-small eps,
+directly or under a root (`h / torch.sqrt(v + 1e-12)`, `h * torch.rsqrt(v + 1e-12)`)."""
 
 from __future__ import annotations
 
@@ -43,8 +44,17 @@ float16 and lost its eps. Division is not on any autocast list, so it runs in th
 dtype: float16 whenever the denominator comes from a float16 op (a matmul/conv output, or
 a `mean`/`std`/`abs` of one). Normalisations (`(x - mu) / (sigma + eps)`), cosine
 similarities and attention renormalisations written this way produce inf/NaN on the first
-constant feature. bfloat16
-has float32's exponent range and is not affected."""
+constant feature.
+
+Under a root (`x / torch.sqrt(v + 1e-12)`, `x / (v + eps) ** 0.5`, `x * torch.rsqrt(v +
+1e-12)`, RMS and layer norms written by hand) only the first case applies: an eps that
+rounds to 0 leaves `sqrt(0) = 0` and `rsqrt(0) = inf`, so a zero `v` gives inf or NaN
+(`0 * inf`), also where CUDA autocast runs `rsqrt` or `pow` in float32, since they receive
+the guard already computed in float16. An eps that float16 keeps (3e-8 and up rounds to at
+least 2**-24) keeps the root at 2**-12 or more and 1/root at 4096 or less: `x / root`
+overflows only where |x| > 65504·sqrt(eps) (207 for 1e-5), float16's ordinary range limit
+rather than a failed guard, so it is not reported. bfloat16 has float32's exponent range and
+is not affected."""
     example = """\
 import torch
 
@@ -61,39 +71,54 @@ with torch.autocast("cuda"):
 """
     fix_safety = """\
 The fix computes the division in float32 (`.float()` on the numerator and on the half part
-of the denominator). It is **unsafe**: the quotient becomes float32 instead of float16."""
+of the denominator, under the root if there is one); for `torch.rsqrt(v + eps)` and
+`(v + eps) ** -0.5`, which are reported on their own, `.float()` on `v`. It is **unsafe**:
+the result becomes float32 instead of float16."""
     known_limitations = """\
-Only denominators that carry an explicit epsilon (`d + eps`, `d.clamp(min=eps)`,
-`torch.clamp(d, min=eps)`, `d.clamp_min(eps)`) are flagged: a division by a bare value that
-may be zero is a bug in float32 too. Epsilons held in variables are followed when they are
-assigned a literal in the same function or module. A value divided by its own last entry,
-peak or norm (`y / (y[:, -1:] + eps)`, `x / (x.norm() + eps)`) is reported only when eps
-rounds to 0 in float16: otherwise the quotient is bounded by 1 and 1/eps never shows
+Only denominators that carry an explicit epsilon (`d + eps`, `torch.add(d, eps)`,
+`d.clamp(min=eps)`, `torch.clamp(d, min=eps)`, `d.clamp_min(eps)`,
+`torch.maximum(d, torch.tensor(eps))`), directly or under `torch.sqrt`, `.sqrt()`, `** 0.5`
+or `torch.pow(., 0.5)`, and inverse roots of such a guard (`torch.rsqrt`, `.rsqrt()`,
+`** -0.5`) are flagged: a division by a bare value that may be zero is a bug in float32 too.
+A root assigned to a variable before the division (`r = torch.sqrt(v + eps); x / r`), other
+powers and `torch.reciprocal` are not followed. Epsilons held in variables are followed when
+they are assigned a literal in the same function or module. A value divided by its own last
+entry, peak or norm (`y / (y[:, -1:] + eps)`, `x / (x.norm() + eps)`) is reported only when
+eps rounds to 0 in float16: otherwise the quotient is bounded by 1 and 1/eps never shows
 (measured on CPU float16 for inputs down to 0)."""
     node_types = (cst.BinaryOperation, cst.Call)
     accepts_assumptions = True
 
     def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
+        inside = _inverse_root(node, ctx)
+        if inside is not None:
+            yield from _check_inverse_root(node, inside, ctx)
+            return
         parts = _division(node, ctx)
         if parts is None:
             return
         numerator, denominator = parts
         assert isinstance(node, cst.BaseExpression)
-        guarded = _guard(denominator, ctx)
+        # `d / torch.sqrt(v + eps)`: the guard sits under the root.
+        rooted = _root(denominator, ctx)
+        guard = denominator if rooted is None else rooted
+        guarded = _guard(guard, ctx)
         if guarded is None:
             return
         base, eps = guarded
         if not ctx.dtype(base).may_be_float16:
             return
         division_dtype = ctx.dtype(node)
-        guard_dtype = ctx.dtype(denominator)
+        guard_dtype = ctx.dtype(guard)
         if eps < FLOAT16_ROUNDS_TO_ZERO_BELOW and guard_dtype.may_be_float16:
             # The guard is computed in float16 and loses eps, whatever the division runs in.
             what = (
-                f"the guard `{code(denominator)}` is computed in {half_phrase(guard_dtype)}, "
+                f"the guard `{code(guard)}` is computed in {half_phrase(guard_dtype)}, "
                 f"where {eps:g} rounds to 0, so a zero denominator gives inf or NaN"
             )
-        elif division_dtype.may_be_float16 and not _part_of(base, numerator):
+        elif rooted is None and division_dtype.may_be_float16 and not _part_of(base, numerator):
+            # Not under a root: an eps float16 keeps leaves 1/root at 4096 or less, and
+            # x / root overflows only for |x| > 65504 * sqrt(eps) (see `why`).
             what = (
                 f"it divides in {half_phrase(division_dtype)} and 1/{eps:g} exceeds the "
                 "float16 maximum 65504, so a near-zero denominator gives inf"
@@ -102,6 +127,31 @@ rounds to 0 in float16: otherwise the quotient is bounded by 1 and 1/eps never s
             return
         message = f"`{code(node)}`: {what}; compute the division in float32 with `.float()`"
         yield Report(node, message, _fix(numerator, base, ctx))
+
+
+def _check_inverse_root(
+    node: cst.CSTNode, inside: cst.BaseExpression, ctx: ExecutionContext
+) -> Iterator[Report]:
+    """`torch.rsqrt(v + eps)`, `(v + eps) ** -0.5`: a division by a root, reported where
+    the inf appears, whatever then multiplies it (`h * torch.rsqrt(v + eps)`)."""
+    guarded = _guard(inside, ctx)
+    if guarded is None:
+        return
+    base, eps = guarded
+    guard_dtype = ctx.dtype(inside)
+    if not (
+        eps < FLOAT16_ROUNDS_TO_ZERO_BELOW
+        and ctx.dtype(base).may_be_float16
+        and guard_dtype.may_be_float16
+    ):
+        return
+    message = (
+        f"`{code(node)}`: the guard `{code(inside)}` is computed in {half_phrase(guard_dtype)}, "
+        f"where {eps:g} rounds to 0, so a zero value gives an inf inverse root and inf or NaN "
+        "in what it scales; compute the guard in float32 with `.float()`"
+    )
+    edits = (Edit(base, upcast(base)),)
+    yield Report(node, message, Fix(FixSafety.UNSAFE, "Compute the guard in float32", edits=edits))
 
 
 def _division(
@@ -125,19 +175,77 @@ def _division(
 def _guard(
     denominator: cst.BaseExpression, ctx: ExecutionContext
 ) -> tuple[cst.BaseExpression, float] | None:
-    """(the guarded value, eps) for `d + eps`, `eps + d` and clamps to a minimum of eps."""
+    """(the guarded value, eps) for `d + eps`, `eps + d`, `torch.add(d, eps)` and clamps or
+    maxima with a minimum of eps."""
     if isinstance(denominator, cst.BinaryOperation) and isinstance(denominator.operator, cst.Add):
-        for base, other in (
-            (denominator.left, denominator.right),
-            (denominator.right, denominator.left),
-        ):
-            eps = ctx.constant(other)
-            if _small(eps) and ctx.dtype(base).kind is not DTypeKind.SCALAR:
-                assert eps is not None
-                return base, eps
-        return None
+        left, right = denominator.left, denominator.right
+        return _tensor_and_eps([(left, right), (right, left)], ctx)
     if isinstance(denominator, cst.Call):
-        return _clamp_guard(denominator, ctx)
+        return (
+            _add_guard(denominator, ctx)
+            or _clamp_guard(denominator, ctx)
+            or _maximum_guard(denominator, ctx)
+        )
+    return None
+
+
+def _add_guard(call: cst.Call, ctx: ExecutionContext) -> tuple[cst.BaseExpression, float] | None:
+    """`torch.add(d, eps)`, `d.add(eps)` (without `alpha=`)."""
+    if any(a.keyword is not None for a in call.args):
+        return None
+    positional = positional_arguments(call)
+    qualified = ctx.qualified_name(call.func)
+    if qualified == "torch.add" and len(positional) == 2:
+        pairs = [(positional[0], positional[1]), (positional[1], positional[0])]
+    elif (
+        isinstance(call.func, cst.Attribute)
+        and qualified is None
+        and call.func.attr.value == "add"
+        and len(positional) == 1
+    ):
+        pairs = [(call.func.value, positional[0])]
+    else:
+        return None
+    return _tensor_and_eps(pairs, ctx)
+
+
+def _root(node: cst.BaseExpression, ctx: ExecutionContext) -> cst.BaseExpression | None:
+    """What `torch.sqrt(g)`, `g.sqrt()`, `g ** 0.5`, `torch.pow(g, 0.5)` take the root of."""
+    return _power_of(node, ctx, "sqrt", 0.5)
+
+
+def _inverse_root(node: cst.CSTNode, ctx: ExecutionContext) -> cst.BaseExpression | None:
+    """What `torch.rsqrt(g)`, `g.rsqrt()`, `g ** -0.5`, `torch.pow(g, -0.5)` take the
+    inverse root of."""
+    if not isinstance(node, cst.BaseExpression):
+        return None
+    return _power_of(node, ctx, "rsqrt", -0.5)
+
+
+def _power_of(
+    node: cst.BaseExpression, ctx: ExecutionContext, function: str, exponent: float
+) -> cst.BaseExpression | None:
+    if isinstance(node, cst.BinaryOperation):
+        if isinstance(node.operator, cst.Power) and ctx.constant(node.right) == exponent:
+            return node.left
+        return None
+    if not isinstance(node, cst.Call):
+        return None
+    positional = positional_arguments(node)
+    qualified = ctx.qualified_name(node.func)
+    if qualified is not None:
+        if qualified == f"torch.{function}" and len(positional) == 1:
+            return positional[0]
+        if qualified == "torch.pow" and len(positional) == 2:
+            return positional[0] if ctx.constant(positional[1]) == exponent else None
+        return None
+    if not isinstance(node.func, cst.Attribute):
+        return None
+    method = node.func.attr.value
+    if method == function and not node.args:
+        return node.func.value
+    if method == "pow" and len(positional) == 1 and ctx.constant(positional[0]) == exponent:
+        return node.func.value
     return None
 
 
@@ -159,6 +267,38 @@ def _clamp_guard(call: cst.Call, ctx: ExecutionContext) -> tuple[cst.BaseExpress
         return None
     eps = ctx.constant(bound) if bound is not None else None
     return (base, eps) if _small(eps) and eps is not None else None
+
+
+def _maximum_guard(
+    call: cst.Call, ctx: ExecutionContext
+) -> tuple[cst.BaseExpression, float] | None:
+    """`torch.maximum(d, torch.tensor(eps))` (either order), `d.maximum(...)`, `fmax`, and
+    the two-tensor `torch.max(d, torch.tensor(eps))`. A 0-dimensional eps takes d's dtype."""
+    positional = positional_arguments(call)
+    qualified = ctx.qualified_name(call.func)
+    if qualified in ("torch.maximum", "torch.fmax", "torch.max") and len(positional) == 2:
+        pairs = [(positional[0], positional[1]), (positional[1], positional[0])]
+    elif (
+        isinstance(call.func, cst.Attribute)
+        and qualified is None
+        and call.func.attr.value in ("maximum", "fmax")
+        and len(positional) == 1
+    ):
+        pairs = [(call.func.value, positional[0])]
+    else:
+        return None
+    return _tensor_and_eps(pairs, ctx)
+
+
+def _tensor_and_eps(
+    pairs: list[tuple[cst.BaseExpression, cst.BaseExpression]], ctx: ExecutionContext
+) -> tuple[cst.BaseExpression, float] | None:
+    for base, other in pairs:
+        eps = ctx.constant(other)
+        if _small(eps) and ctx.dtype(base).kind is not DTypeKind.SCALAR:
+            assert eps is not None
+            return base, eps
+    return None
 
 
 def _part_of(base: cst.BaseExpression, numerator: cst.BaseExpression) -> bool:
