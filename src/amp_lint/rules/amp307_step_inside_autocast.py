@@ -14,7 +14,7 @@ from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import ModuleNames, dotted_name
 from amp_lint.analysis.outline import (
     calls_in,
-    child_nodes,
+    positional_arguments,
     small_statements,
     statement_expressions,
     walk_statements,
@@ -27,6 +27,13 @@ from amp_lint.analysis.regions import (
 )
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import code
+from amp_lint.rules.parameter_collections import (
+    ParameterScope,
+    body_of,
+    child_blocks,
+    function_scope,
+    parameter_scopes,
+)
 
 _BUILTINS = frozenset(dir(builtins))
 # In-place tensor methods that rewrite a parameter.
@@ -148,10 +155,15 @@ The check is lexical: it looks at the statements inside `with` blocks of an auto
 spelling, also through a variable assigned an autocast call) and in functions decorated with
 one, following calls to functions and methods of the same module. Regions entered in a
 caller of the function that holds the loop are not seen. An optimizer is recognised by name
-(`optimizer`, `opt_g`, `self.optim`, `scaler.step(...)`), parameters by `.data` or by a `for`
-loop over `.parameters()`/`.named_parameters()`; a forward is a call of a model-like object
-(a variable, `self.<attribute>`, `model.<method>(...)`), so a loss module called after the step
-in a region without a loop also counts. A region with `cache_enabled=False` is not flagged."""
+(`optimizer`, `opt_g`, `self.optim`, `scaler.step(...)`). Parameters are `.data` (not a
+gradient's) and what `.parameters()`, `.named_parameters()` and an optimizer's
+`param_groups[...]["params"]` yield, followed within one function through variables, `for`
+loops, comprehensions, `list`, `filter`, `zip`, `enumerate` and `itertools.chain`; a
+`torch._foreach_*_` update counts when its first argument is such a collection. A collection
+passed in as an argument, or a name bound to different things in one function, is not
+followed. A forward is a call of a model-like object (a variable, `self.<attribute>`,
+`model.<method>(...)`), so a loss module called after the step in a region without a loop also
+counts. A region with `cache_enabled=False` is not flagged."""
 
     def check_module(self, facts: ModuleFacts) -> Iterator[Report]:
         scan = _Scan(facts)
@@ -165,7 +177,8 @@ class _Scan:
         self.accelerate: AccelerateSettings = accelerate_settings(facts.module, facts.names)
         self.index: ModuleIndex = build_index(facts.module, facts.names)
         self.region_names = self._region_names()
-        self.param_names = self._param_names()
+        self.parameters = parameter_scopes(facts.module)
+        self.top = self.parameters[id(facts.module)]
         self.methods: dict[str, list[cst.FunctionDef]] = {}
         for info in self.index.classes.values():
             for name, method in info.methods.items():
@@ -174,9 +187,9 @@ class _Scan:
 
     def run(self) -> Iterator[Report]:
         reported: set[int] = set()
-        for body, region_text in self._scopes(self.facts.module.body):
+        for body, region_text, scope in self._scopes(self.facts.module.body, self.top):
             events: list[_Event] = []
-            self._collect(body, events, [0], ())
+            self._collect(body, events, [0], (), scope)
             for step in (e for e in events if e.kind == "step"):
                 if id(step.node) in reported:
                     continue
@@ -217,25 +230,27 @@ class _Scan:
         return None, False
 
     def _scopes(
-        self, statements: Sequence[cst.BaseStatement]
-    ) -> Iterator[tuple[Sequence[cst.BaseStatement], str]]:
-        """Bodies of the outermost autocast regions: `with` blocks and decorated functions."""
+        self, statements: Sequence[cst.BaseStatement], scope: ParameterScope
+    ) -> Iterator[tuple[Sequence[cst.BaseStatement], str, ParameterScope]]:
+        """Bodies of the outermost autocast regions (`with` blocks and decorated functions),
+        each with the parameters of the function that holds it."""
         for statement in statements:
             if isinstance(statement, cst.FunctionDef):
+                inner = self.parameters.get(id(statement)) or function_scope(statement, scope)
                 region = self._decorator_region(statement)
                 if region is not None and region.is_active and not _cache_disabled(region):
-                    yield _body(statement.body), f"`@{_call_text(region)}` function"
+                    yield body_of(statement.body), f"`@{_call_text(region)}` function", inner
                     continue
-                yield from self._scopes(_body(statement.body))
+                yield from self._scopes(body_of(statement.body), inner)
                 continue
             if isinstance(statement, cst.With):
                 region, no_cache = self._with_region(statement)
                 if region is not None:
                     if region.is_active and not no_cache:
-                        yield _body(statement.body), f"`with {_call_text(region)}` block"
+                        yield body_of(statement.body), f"`with {_call_text(region)}` block", scope
                     continue
-            for child in _child_blocks(statement):
-                yield from self._scopes(child)
+            for child in child_blocks(statement):
+                yield from self._scopes(child, scope)
 
     def _decorator_region(self, function: cst.FunctionDef) -> AutocastRegion | None:
         for decorator in function.decorators:
@@ -253,6 +268,7 @@ class _Scan:
         events: list[_Event],
         counter: list[int],
         loops: tuple[int, ...],
+        scope: ParameterScope,
     ) -> None:
         for statement in statements:
             if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
@@ -260,29 +276,28 @@ class _Scan:
             counter[0] += 1
             order = counter[0]
             for node in statement_expressions(statement):
-                for kind, found, via in self._events_in(node):
+                for kind, found, via in self._events_in(node, scope):
                     events.append(_Event(kind, found, order, loops, via))
             is_loop = isinstance(statement, (cst.For, cst.While))
             inner = (*loops, id(statement)) if is_loop else loops
-            for child in _child_blocks(statement):
-                self._collect(child, events, counter, inner)
+            for child in child_blocks(statement):
+                self._collect(child, events, counter, inner, scope)
             if isinstance(statement, (cst.For, cst.While)):
                 # The header runs again after the body.
                 counter[0] += 1
 
     def _events_in(
-        self, node: cst.CSTNode, seen: set[int] | None = None
+        self, node: cst.CSTNode, scope: ParameterScope, seen: set[int] | None = None
     ) -> Iterator[tuple[str, cst.CSTNode, cst.CSTNode | None]]:
         """("step" or "forward", the node, the update inside a helper the node calls)."""
-        if isinstance(node, cst.AugAssign) and self._is_parameter(node.target):
+        if isinstance(node, cst.AugAssign) and scope.is_parameter(node.target):
             yield "step", node, None
         if isinstance(node, cst.Assign):
             for target in node.targets:
-                name = dotted_name(target.target)
-                if name is not None and name.endswith(".data"):
+                if _is_data(target.target) and scope.is_parameter(target.target):
                     yield "step", node, None
         for call in calls_in(node):
-            if self._is_step_call(call):
+            if self._is_step_call(call, scope):
                 yield "step", call, None
                 continue
             helpers = self._helpers(call)
@@ -319,11 +334,12 @@ class _Scan:
         seen.add(key)
         step: cst.CSTNode | None = None
         forward = False
+        scope = self.parameters.get(key) or function_scope(function, self.top)
         for statement in walk_statements(cst.Module(body=[function])):
             if statement is function or isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
                 continue
             for node in statement_expressions(statement):
-                for kind, found, via in self._events_in(node, seen):
+                for kind, found, via in self._events_in(node, scope, seen):
                     if kind == "step" and step is None:
                         step = via or found
                     elif kind == "forward":
@@ -333,30 +349,19 @@ class _Scan:
 
     # --- what is a step, what is a forward ---------------------------------------------------
 
-    def _param_names(self) -> set[str]:
-        """Names bound by `for p in model.parameters()` (and named_parameters, zips of them)."""
-        names: set[str] = set()
-        for statement in walk_statements(self.facts.module):
-            if isinstance(statement, cst.For) and any(
-                isinstance(c.func, cst.Attribute)
-                and c.func.attr.value in ("parameters", "named_parameters")
-                for c in calls_in(statement.iter)
-            ):
-                names.update(_target_names(statement.target))
-        return names
-
-    def _is_parameter(self, node: cst.BaseExpression) -> bool:
-        name = dotted_name(node)
-        if name is None:
-            return False
-        return name.endswith(".data") or name in self.param_names
-
-    def _is_step_call(self, call: cst.Call) -> bool:
+    def _is_step_call(self, call: cst.Call, scope: ParameterScope) -> bool:
         func = call.func
         qualified = self.names.qualified_name(func)
         if qualified is not None:
+            # `torch._foreach_add_(params, grads, alpha=-lr)`; not over the gradients.
             last = qualified.rsplit(".", 1)[-1]
-            return qualified.startswith("torch._foreach_") and last.endswith("_")
+            args = positional_arguments(call)
+            return (
+                qualified.startswith("torch._foreach_")
+                and last.endswith("_")
+                and bool(args)
+                and scope.is_parameter_collection(args[0])
+            )
         if not isinstance(func, cst.Attribute):
             return False
         method = func.attr.value
@@ -370,7 +375,7 @@ class _Scan:
                 and ("sched" not in receiver)
             )
         if method in _IN_PLACE:
-            return self._is_parameter(func.value)
+            return scope.is_parameter(func.value)
         return False
 
     def _is_forward_call(self, call: cst.Call) -> bool:
@@ -460,36 +465,8 @@ def _call_text(region: AutocastRegion) -> str:
     return code(region.node) if region.node is not None else region.spelling
 
 
-def _body(suite: cst.BaseSuite) -> Sequence[cst.BaseStatement]:
-    if isinstance(suite, cst.IndentedBlock):
-        return suite.body
-    if isinstance(suite, cst.SimpleStatementSuite):
-        return [cst.SimpleStatementLine(body=suite.body)]
-    return []
-
-
-def _child_blocks(statement: cst.BaseStatement) -> Iterator[Sequence[cst.BaseStatement]]:
-    if not isinstance(statement, cst.BaseCompoundStatement):
-        return
-    for child in child_nodes(statement):
-        if isinstance(child, cst.BaseSuite):
-            yield _body(child)
-        elif isinstance(
-            child, (cst.Else, cst.Finally, cst.ExceptHandler, cst.ExceptStarHandler, cst.MatchCase)
-        ):
-            yield _body(child.body)
-        elif isinstance(child, cst.If):
-            yield [child]
-
-
-def _target_names(target: cst.BaseExpression) -> Iterator[str]:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield from _target_names(element.value)
-    else:
-        name = dotted_name(target)
-        if name is not None:
-            yield name
+def _is_data(node: cst.BaseAssignTargetExpression) -> bool:
+    return isinstance(node, cst.Attribute) and node.attr.value == "data"
 
 
 def _receiver_word(node: cst.BaseExpression) -> str | None:
