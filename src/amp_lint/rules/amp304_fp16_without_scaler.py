@@ -22,7 +22,6 @@ from amp_lint.rules.base import Report, Rule
 class Fp16WithoutScaler(Rule):
     code = "AMP304"
     name = "fp16-without-scaler"
-    vocabulary = (b"autocast",)
     summary = (
         "Checks for backward calls (`loss.backward()`, `torch.autograd.backward`, "
         "`torch.autograd.grad`) of a tensor computed under a float16 autocast region that "
