@@ -21,6 +21,7 @@ from amp_lint.analysis.autocast_region import AutocastRegion
 from amp_lint.analysis.dtypes import FLOAT16, DTypeKind
 from amp_lint.analysis.frames import Frame
 from amp_lint.analysis.names import ModuleNames
+from amp_lint.analysis.regions import call_argument, flag_literal
 from amp_lint.analysis.values import Fp16Graph, Value
 
 _GRAD_OFF = frozenset(
@@ -56,23 +57,23 @@ def grad_mode(node: cst.BaseExpression, names: ModuleNames) -> bool | None:
         return True
     if qualified in _GRAD_OFF:
         # `inference_mode(False)` (mode=False) leaves gradient recording as it was.
-        mode = _first_argument(call) if call is not None else None
-        return None if _is_false(mode) else False
+        mode = call_argument(call, 0, "mode") if call is not None else None
+        return None if flag_literal(mode) is False else False
     if qualified in _SET_GRAD_ENABLED and call is not None:
-        mode = _first_argument(call)
-        if isinstance(mode, cst.Name) and mode.value in ("True", "False"):
-            return mode.value == "True"
+        mode = call_argument(call, 0, "mode")
+        return flag_literal(mode) if mode is not None else None
     return None
 
 
-def decorated_grad_mode(function: cst.FunctionDef, names: ModuleNames) -> bool | None:
-    """`@torch.no_grad()` / `@torch.inference_mode()` (with or without the call) and
-    `@torch.enable_grad()` on a function: the mode its body runs in."""
+def records_in(function: cst.FunctionDef, names: ModuleNames, caller_records: bool = True) -> bool:
+    """Whether the function's body records gradients: as its caller does (no caller in
+    sight: it does), unless decorated with `@torch.no_grad()`, `@torch.inference_mode()`
+    (with or without the call) or `@torch.enable_grad()`."""
     for decorator in function.decorators:
         mode = grad_mode(decorator.decorator, names)
         if mode is not None:
             return mode
-    return None
+    return caller_records
 
 
 def records_fp16_graph(frame: Frame) -> AutocastRegion | None:
@@ -104,14 +105,9 @@ def without_fp16_graph(value: Value) -> Value:
     serves callers with and without graphs (the call site adds the arguments' graphs)."""
     if fp16_graph(value) is None:
         return value
-    elements = tuple(map(without_fp16_graph, value.elements)) if value.elements else None
+    elements = tuple(map(without_fp16_graph, value.elements)) if value.elements else value.elements
     each = without_fp16_graph(value.each) if value.each is not None else None
-    return replace(
-        value,
-        fp16_graph=None,
-        elements=elements if value.elements is not None else None,
-        each=each,
-    )
+    return replace(value, fp16_graph=None, elements=elements, each=each)
 
 
 def arguments_without_fp16_graphs(args: Arguments) -> Arguments:
@@ -170,14 +166,3 @@ def _operands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(node, (cst.Attribute, cst.Subscript)):
         return [node.value]
     return []
-
-
-def _first_argument(call: cst.Call) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is None or arg.keyword.value == "mode":
-            return arg.value
-    return None
-
-
-def _is_false(node: cst.BaseExpression | None) -> bool:
-    return isinstance(node, cst.Name) and node.value == "False"

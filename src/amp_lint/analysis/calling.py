@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from amp_lint.analysis.arguments import Arguments, is_static
-from amp_lint.analysis.autograd_graph import arguments_without_fp16_graphs, decorated_grad_mode
+from amp_lint.analysis.autograd_graph import arguments_without_fp16_graphs, records_in
 from amp_lint.analysis.calls import ClassInfo
 from amp_lint.analysis.dtypes import (
     FLOAT32,
@@ -106,8 +106,7 @@ class LocalCalls:
         regions = caller.regions + own_regions
         owner = self.index.owner.get(id(function))
         args = arguments_without_fp16_graphs(args)
-        own_grad_mode = decorated_grad_mode(function, self.interpreter.facts.names)
-        grad_enabled = caller.grad_enabled if own_grad_mode is None else own_grad_mode
+        grad_enabled = records_in(function, self.interpreter.facts.names, caller.grad_enabled)
         region_keys = tuple(r.key for r in regions)
         key: MemoKey = (id(function), args.key(), region_keys, grad_enabled)
 

@@ -6,7 +6,6 @@ interpreter, which keeps the state (memo, outgoing entries, dependencies)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -14,11 +13,12 @@ import libcst as cst
 
 from amp_lint.analysis.arguments import Arguments
 from amp_lint.analysis.autocast_region import AutocastRegion
-from amp_lint.analysis.autograd_graph import arguments_without_fp16_graphs, decorated_grad_mode
+from amp_lint.analysis.autograd_graph import arguments_without_fp16_graphs, records_in
 from amp_lint.analysis.calling import MemoKey
 from amp_lint.analysis.calls import LOCAL_PREFIX, ClassInfo
 from amp_lint.analysis.dtypes import OTHER, SCALAR
 from amp_lint.analysis.entry_points import decorator_regions
+from amp_lint.analysis.file_text import module_constant, region_openers
 from amp_lint.analysis.frames import MAX_CALL_DEPTH, ForeignClass, Frame, call_site
 from amp_lint.analysis.naming import is_activation_name
 from amp_lint.analysis.project import (
@@ -27,9 +27,7 @@ from amp_lint.analysis.project import (
     EntryContext,
     ProjectTarget,
 )
-from amp_lint.analysis.region_openers import region_openers
 from amp_lint.analysis.values import UNKNOWN_VALUE, Env, Value
-from amp_lint.files import read_source
 
 if TYPE_CHECKING:
     from amp_lint.analysis.interpreter import Interpreter
@@ -85,7 +83,7 @@ class CrossFileCalls:
             assumption=entry.assumption,
             half_params=entry.half_params,
             dispatched=entry.dispatched,
-            grad_enabled=decorated_grad_mode(function, self.interpreter.facts.names) is not False,
+            grad_enabled=records_in(function, self.interpreter.facts.names),
             depth=entry.depth,
         )
         if owner is not None:
@@ -295,8 +293,7 @@ class CrossFileCalls:
         """The other file's function enters autocast itself, so what it returns is worth
         knowing outside any region (a loss computed under autocast in a helper). Read with
         the standard library's parser, not libcst: most calls go to functions that do not."""
-        text = _source_text(path)
-        return text is not None and target in region_openers(path, text)
+        return target in region_openers(path)
 
     def _portable(self, value: Value) -> Value:
         """The value for another file's analysis: a constant's origin in this file travels
@@ -369,39 +366,11 @@ class CrossFileCalls:
             function, self.interpreter.facts.names, self.interpreter.accelerate
         )
         args = Arguments(entry.positional, entry.keywords)
-        grad_enabled = decorated_grad_mode(function, self.interpreter.facts.names) is not False
+        grad_enabled = records_in(function, self.interpreter.facts.names)
         key: MemoKey = (id(function), args.key(), tuple(r.key for r in regions), grad_enabled)
         return self.interpreter.calls.run_memoised(
             key, function, lambda: self._entry_frame(entry, function, owner, regions)
         )
-
-
-_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_SOURCE_TEXT: dict[str, bytes] = {}
-
-
-def _source_text(path: str) -> bytes | None:
-    """A linted file's bytes, kept for the few hundred files read last."""
-    text = _SOURCE_TEXT.get(path)
-    if text is None:
-        try:
-            text = read_source(path)
-        except OSError:
-            return None
-        if len(_SOURCE_TEXT) > 256:
-            _SOURCE_TEXT.clear()
-        _SOURCE_TEXT[path] = text
-    return text
-
-
-def module_constant(path: str, name: str) -> float | None:
-    """`NAME = -1e20` (or `NAME: float = 1e-8`) at the top level of a file."""
-    text = _source_text(path)
-    if text is None:
-        return None
-    pattern = rf"^{re.escape(name)}[ \t]*(?::[^=\n]*)?=[ \t]*({_NUMBER})[ \t]*(?:#[^\n]*)?$"
-    match = re.search(pattern.encode(), text, re.MULTILINE)
-    return float(match.group(1)) if match else None
 
 
 def project_instance(target: ProjectTarget) -> str:

@@ -16,7 +16,7 @@ from typing import Protocol
 import libcst as cst
 
 from amp_lint.analysis.arguments import parameter_names
-from amp_lint.analysis.autograd_graph import decorated_grad_mode, grad_mode
+from amp_lint.analysis.autograd_graph import grad_mode, records_in
 from amp_lint.analysis.binding import Binding
 from amp_lint.analysis.calling import LocalCalls
 from amp_lint.analysis.calls import ClassInfo, build_index
@@ -179,7 +179,7 @@ class Interpreter:
             assumption=why,
             half_params=half_params,
             dispatched=dispatched or any(r.spelling == LIBRARY_SPELLING for r in regions),
-            grad_enabled=decorated_grad_mode(function, self.facts.names) is not False,
+            grad_enabled=records_in(function, self.facts.names),
         )
         if self_class is not None:
             frame.env.set("self", Value(OTHER, instance_of=self_class.qualified))
@@ -386,12 +386,6 @@ class Interpreter:
                 observer.observe(node, context)
 
     # --- facts the calls need ----------------------------------------------------------
-
-    def default_value(self, default: cst.BaseExpression) -> Value:
-        return self.calls.default_value(default)
-
-    def opens_region(self, function: cst.FunctionDef) -> bool:
-        return self.calls.opens_region(function)
 
     def method_resolution_order(self, info: ClassInfo) -> list[ClassInfo]:
         return self.calls.method_resolution_order(info)

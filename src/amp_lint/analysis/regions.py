@@ -49,15 +49,15 @@ def region_from_call(
     """The region a call such as `torch.autocast("cuda", dtype=torch.bfloat16)` opens."""
     qualified = names.qualified_name(call.func)
     if qualified in _TORCH_AUTOCAST:
-        device_expr = _argument(call, 0, "device_type")
+        device_expr = call_argument(call, 0, "device_type")
         device = _device_literal(device_expr)
         dtype = _dtype_argument(call, 1, names, device)
-        enabled = _bool_literal(_argument(call, 2, "enabled"))
+        enabled = flag_literal(call_argument(call, 2, "enabled"))
         return AutocastRegion(device, dtype, enabled, qualified, call, device_expr)
     if qualified in _DEVICE_AUTOCAST:
         device = _DEVICE_AUTOCAST[qualified]
         dtype = _dtype_argument(call, 1, names, device)
-        enabled = _bool_literal(_argument(call, 0, "enabled"))
+        enabled = flag_literal(call_argument(call, 0, "enabled"))
         return AutocastRegion(device, dtype, enabled, qualified, call, None)
     if accelerate.is_accelerator_autocast(call):
         return AutocastRegion(
@@ -71,9 +71,9 @@ def region_arguments(
 ) -> tuple[cst.BaseExpression | None, cst.BaseExpression | None]:
     """The device and dtype arguments of the autocast call that opened `region`."""
     if region.spelling in _TORCH_AUTOCAST:
-        return _argument(call, 0, "device_type"), _argument(call, 1, "dtype")
+        return call_argument(call, 0, "device_type"), call_argument(call, 1, "dtype")
     if region.spelling in _DEVICE_AUTOCAST:
-        return None, _argument(call, 1, "dtype")
+        return None, call_argument(call, 1, "dtype")
     return None, None
 
 
@@ -91,7 +91,7 @@ def grad_scaler_device(call: cst.Call, names: ModuleNames) -> tuple[bool, str | 
     fixed = GRAD_SCALERS[qualified]
     if fixed is not None:
         return True, fixed
-    device_arg = _argument(call, 0, "device")
+    device_arg = call_argument(call, 0, "device")
     return True, _device_literal(device_arg) if device_arg is not None else "cuda"
 
 
@@ -128,7 +128,7 @@ def accelerate_settings(module: cst.Module, names: ModuleNames) -> AccelerateSet
             if name:
                 instance_names.add(name)
         # Without the argument, `accelerate launch` configuration decides: unknown here.
-        precisions.add(string_literal(_argument(small.value, 2, "mixed_precision")))
+        precisions.add(string_literal(call_argument(small.value, 2, "mixed_precision")))
     frozen = frozenset(instance_names)
     if len(precisions) != 1 or None in precisions:
         return AccelerateSettings(frozen, None, None)
@@ -138,7 +138,9 @@ def accelerate_settings(module: cst.Module, names: ModuleNames) -> AccelerateSet
     return AccelerateSettings(frozen, _ACCELERATE_PRECISION.get(precision or ""), None)
 
 
-def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
+def call_argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
+    """The argument given by `keyword`, or else the one at `position` among the positional
+    ones; None when the call passes neither."""
     positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == keyword:
@@ -151,7 +153,9 @@ def _device_literal(node: cst.BaseExpression | None) -> str | None:
     return text.split(":", 1)[0] if text else None
 
 
-def _bool_literal(node: cst.BaseExpression | None) -> bool | None:
+def flag_literal(node: cst.BaseExpression | None) -> bool | None:
+    """A flag argument's value: True or False written as such, True when absent (the default
+    of the flags read here: `enabled`, `mode`), None when decided at run time."""
     if node is None:
         return True
     if isinstance(node, cst.Name) and node.value in ("True", "False"):
@@ -162,7 +166,7 @@ def _bool_literal(node: cst.BaseExpression | None) -> bool | None:
 def _dtype_argument(
     call: cst.Call, position: int, names: ModuleNames, device: str | None
 ) -> str | None:
-    node = _argument(call, position, "dtype")
+    node = call_argument(call, position, "dtype")
     if node is None:
         return _DEFAULT_DTYPE.get(device or "")
     dtype = dtype_from_torch_name(names.qualified_name(node))

@@ -22,6 +22,7 @@ from amp_lint.analysis.regions import (
     AccelerateSettings,
     AutocastRegion,
     accelerate_settings,
+    call_argument,
     region_from_call,
 )
 
@@ -156,7 +157,7 @@ def backpropagated_tensor(call: cst.Call, names: ModuleNames) -> cst.BaseExpress
     qualified = names.qualified_name(func)
     if qualified in ("torch.autograd.backward", "torch.autograd.grad"):
         keyword = "tensors" if qualified.endswith("backward") else "outputs"
-        return _argument_value(call, 0, keyword)
+        return call_argument(call, 0, keyword)
     if not isinstance(func, cst.Attribute) or func.attr.value != "backward":
         return None
     if qualified is not None:
@@ -165,11 +166,6 @@ def backpropagated_tensor(call: cst.Call, names: ModuleNames) -> cst.BaseExpress
     if positional_arguments(call) and not (receiver and "loss" in receiver.lower()):
         return None
     return func.value
-
-
-def _argument_value(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
-    arg = _argument(call, position, keyword)
-    return arg.value if arg is not None else None
 
 
 # Models cast to a half dtype, and their optimizers

@@ -1,23 +1,57 @@
-"""Which functions of another linted file enter autocast themselves, read with the standard
-library's parser: a call into such a function from outside any region is worth following for
-what it returns (a loss computed under float16 autocast in a helper), and most calls go to
-functions that do not, where a libcst parse would be wasted."""
+"""Facts read from another linted file's bytes without a libcst parse, which would cost as
+much as analysing the file: a module-level constant (a pattern over the text) and the
+functions that enter autocast themselves (the standard library's parser). A call into such a
+function from outside any region is worth following for what it returns (a loss computed
+under float16 autocast in a helper); most calls go to functions that do not."""
 
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 from collections.abc import Iterator
+
+from amp_lint.files import read_source
+
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_SOURCE_TEXT: dict[str, bytes] = {}
+
+
+def source_text(path: str) -> bytes | None:
+    """A linted file's bytes, kept for the few hundred files read last."""
+    text = _SOURCE_TEXT.get(path)
+    if text is None:
+        try:
+            text = read_source(path)
+        except OSError:
+            return None
+        if len(_SOURCE_TEXT) > 256:
+            _SOURCE_TEXT.clear()
+        _SOURCE_TEXT[path] = text
+    return text
+
+
+def module_constant(path: str, name: str) -> float | None:
+    """`NAME = -1e20` (or `NAME: float = 1e-8`) at the top level of a file."""
+    text = source_text(path)
+    if text is None:
+        return None
+    pattern = rf"^{re.escape(name)}[ \t]*(?::[^=\n]*)?=[ \t]*({_NUMBER})[ \t]*(?:#[^\n]*)?$"
+    match = re.search(pattern.encode(), text, re.MULTILINE)
+    return float(match.group(1)) if match else None
+
 
 _REGION_OPENERS: dict[str, frozenset[str]] = {}
 
 
-def region_openers(path: str, text: bytes) -> frozenset[str]:
-    """The functions (`name`, `Class.method`) of a file that enter autocast in a `with`:
-    `with torch.autocast(...)`, or `with ctx:` over a module-level `ctx = ...autocast(...)`."""
+def region_openers(path: str) -> frozenset[str]:
+    """The functions (`name`, `Class.method`) of a linted file that enter autocast
+    themselves: `with torch.autocast(...)`, `with ctx:` over a module-level
+    `ctx = ...autocast(...)`, or an `@...autocast(...)` decorator."""
     found = _REGION_OPENERS.get(path)
     if found is None:
-        found = frozenset(_region_openers(text)) if b"autocast" in text else frozenset()
+        text = source_text(path)
+        found = frozenset(_region_openers(text)) if text and b"autocast" in text else frozenset()
         if len(_REGION_OPENERS) > 256:
             _REGION_OPENERS.clear()
         _REGION_OPENERS[path] = found
