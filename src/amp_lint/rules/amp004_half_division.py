@@ -19,6 +19,7 @@ from amp_lint.rules.common import (
     code,
     half_phrase,
 )
+from amp_lint.rules.tensor_op_calls import OpCall, op_call
 
 _DIVISIONS = frozenset(["div", "true_divide", "divide"])
 
@@ -191,22 +192,10 @@ def _guard(
 
 def _add_guard(call: cst.Call, ctx: ExecutionContext) -> tuple[cst.BaseExpression, float] | None:
     """`torch.add(d, eps)`, `d.add(eps)` (without `alpha=`)."""
-    if any(a.keyword is not None for a in call.args):
+    op = op_call(call, ctx, frozenset(["add"]))
+    if op is None or op.keywords:
         return None
-    positional = positional_arguments(call)
-    qualified = ctx.qualified_name(call.func)
-    if qualified == "torch.add" and len(positional) == 2:
-        pairs = [(positional[0], positional[1]), (positional[1], positional[0])]
-    elif (
-        isinstance(call.func, cst.Attribute)
-        and qualified is None
-        and call.func.attr.value == "add"
-        and len(positional) == 1
-    ):
-        pairs = [(call.func.value, positional[0])]
-    else:
-        return None
-    return _tensor_and_eps(pairs, ctx)
+    return _tensor_and_eps(_operand_pairs(op), ctx)
 
 
 def _root(node: cst.BaseExpression, ctx: ExecutionContext) -> cst.BaseExpression | None:
@@ -229,24 +218,13 @@ def _power_of(
         if isinstance(node.operator, cst.Power) and ctx.constant(node.right) == exponent:
             return node.left
         return None
-    if not isinstance(node, cst.Call):
+    op = op_call(node, ctx, frozenset([function, "pow"]))
+    if op is None:
         return None
-    positional = positional_arguments(node)
-    qualified = ctx.qualified_name(node.func)
-    if qualified is not None:
-        if qualified == f"torch.{function}" and len(positional) == 1:
-            return positional[0]
-        if qualified == "torch.pow" and len(positional) == 2:
-            return positional[0] if ctx.constant(positional[1]) == exponent else None
-        return None
-    if not isinstance(node.func, cst.Attribute):
-        return None
-    method = node.func.attr.value
-    if method == function and not node.args:
-        return node.func.value
-    if method == "pow" and len(positional) == 1 and ctx.constant(positional[0]) == exponent:
-        return node.func.value
-    return None
+    if op.op == function:
+        return op.tensor if not op.positional else None
+    power = op.argument(0, "exponent")
+    return op.tensor if power is not None and ctx.constant(power) == exponent else None
 
 
 def _clamp_guard(call: cst.Call, ctx: ExecutionContext) -> tuple[cst.BaseExpression, float] | None:
@@ -274,20 +252,20 @@ def _maximum_guard(
 ) -> tuple[cst.BaseExpression, float] | None:
     """`torch.maximum(d, torch.tensor(eps))` (either order), `d.maximum(...)`, `fmax`, and
     the two-tensor `torch.max(d, torch.tensor(eps))`. A 0-dimensional eps takes d's dtype."""
-    positional = positional_arguments(call)
-    qualified = ctx.qualified_name(call.func)
-    if qualified in ("torch.maximum", "torch.fmax", "torch.max") and len(positional) == 2:
-        pairs = [(positional[0], positional[1]), (positional[1], positional[0])]
-    elif (
-        isinstance(call.func, cst.Attribute)
-        and qualified is None
-        and call.func.attr.value in ("maximum", "fmax")
-        and len(positional) == 1
-    ):
-        pairs = [(call.func.value, positional[0])]
-    else:
+    op = op_call(call, ctx, frozenset(["maximum", "fmax", "max"]))
+    # `d.max(1)` is a reduction over dimension 1, not a maximum with 1.
+    if op is None or (op.is_method and op.op == "max"):
         return None
-    return _tensor_and_eps(pairs, ctx)
+    return _tensor_and_eps(_operand_pairs(op), ctx)
+
+
+def _operand_pairs(op: OpCall) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """(tensor, other) of a two-operand op: both orders for `torch.f(a, b)`, whose operands
+    may be either way round; the receiver first for `a.f(b)`."""
+    if op.tensor is None or len(op.positional) != 1:
+        return []
+    pairs = [(op.tensor, op.positional[0])]
+    return pairs if op.is_method else [*pairs, (op.positional[0], op.tensor)]
 
 
 def _tensor_and_eps(
