@@ -5,7 +5,7 @@ definitions, context managers and assignments are all statements."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
@@ -67,14 +67,21 @@ def simple_lines(module: cst.Module) -> Iterator[cst.SimpleStatementLine]:
 
 def small_statements(module: cst.Module) -> Iterator[cst.BaseSmallStatement]:
     for statement in walk_statements(module):
-        if isinstance(statement, cst.SimpleStatementLine):
-            yield from statement.body
-        elif (
-            isinstance(statement, cst.BaseCompoundStatement)
-            and not isinstance(statement, cst.Match)  # a `match` has cases, not a body
-            and isinstance(statement.body, cst.SimpleStatementSuite)
-        ):
-            yield from statement.body.body
+        yield from own_small_statements(statement)
+
+
+def own_small_statements(statement: cst.BaseStatement) -> Sequence[cst.BaseSmallStatement]:
+    """The statement's own simple statements: a line's, or those of a compound statement's
+    one-line body (`for p in params: p.add_(1)` has one); nested blocks' are their own."""
+    if isinstance(statement, cst.SimpleStatementLine):
+        return statement.body
+    if (
+        isinstance(statement, cst.BaseCompoundStatement)
+        and not isinstance(statement, cst.Match)  # a `match` has cases, not a body
+        and isinstance(statement.body, cst.SimpleStatementSuite)
+    ):
+        return statement.body.body
+    return ()
 
 
 def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:

@@ -25,6 +25,7 @@ from amp_lint.analysis.literals import number_literal, string_literal
 from amp_lint.analysis.outline import (
     child_nodes,
     dotted_name,
+    own_small_statements,
     positional_arguments,
     walk_function_statements,
 )
@@ -146,7 +147,7 @@ class ParameterScope:
                 if item.asname is not None:
                     for name, _ in _target_paths(item.asname.name):
                         self._bindings.setdefault(name, []).append(None)
-        for small in _small_statements(statement):
+        for small in own_small_statements(statement):
             if isinstance(small, cst.Assign):
                 for target in small.targets:
                     self._bind(target.target, small.value, loop=False)
@@ -297,19 +298,6 @@ def child_blocks(statement: cst.BaseStatement) -> Iterator[Sequence[cst.BaseStat
             yield body_of(child.body)
         elif isinstance(child, cst.If):
             yield [child]
-
-
-def _small_statements(statement: cst.BaseStatement) -> Iterable[cst.BaseSmallStatement]:
-    """The statement's own simple statements (`for p in params: p.add_(1)` has one)."""
-    if isinstance(statement, cst.SimpleStatementLine):
-        return statement.body
-    if (
-        isinstance(statement, cst.BaseCompoundStatement)
-        and not isinstance(statement, cst.Match)  # cases, not a body
-        and isinstance(statement.body, cst.SimpleStatementSuite)
-    ):
-        return statement.body.body
-    return ()
 
 
 def _target_paths(target: cst.BaseExpression) -> Iterator[tuple[str, tuple[int, ...] | None]]:
