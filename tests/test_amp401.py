@@ -263,7 +263,8 @@ def test_import_torch_is_added_and_the_from_import_removed() -> None:
     assert finding.fix.imports == ("torch",)
     assert finding.fix.unused_imports == (("torch.cuda.amp", "autocast", None),)
     assert fix(source) == (
-        "from torch.cuda.amp import GradScaler\nimport torch\n\n"
+        # isort's order: `import torch` before the `from torch...` import of its section.
+        "import torch\nfrom torch.cuda.amp import GradScaler\n\n"
         'with torch.amp.autocast("cuda"):\n    pass\n'
     )
 

@@ -77,9 +77,14 @@ def test_findings_exit_1_with_flake8_style_lines(project: Path) -> None:
     assert err(result) == ["Found 1 finding (1 fixable with --fix)."]
 
 
-def test_clean_exit_0_prints_nothing(project: Path) -> None:
+def test_clean_exit_0_says_what_it_checked(project: Path) -> None:
+    # Not silent, as ruff's "All checks passed!": silence would look AMP-safe even when
+    # nothing was analysed (tests/test_config_discovery.py); -q keeps it silent.
     result = amp_lint(project, "check", "clean.py")
-    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    assert (result.returncode, result.stdout) == (0, b"")
+    assert err(result) == ["Checked 1 file; no findings."]
+    quiet = amp_lint(project, "check", "-q", "clean.py")
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, b"", b"")
 
 
 def test_exit_zero(project: Path) -> None:
@@ -149,8 +154,14 @@ def test_json_format(project: Path) -> None:
         "code",
         "name",
         "message",
+        "summary",
         "fix",
+        "url",
+        "via",
+        "cell",
     }
+    assert finding["cell"] is None and finding["via"] == []
+    assert finding["url"].endswith("AMP401-deprecated-amp-api.md")
     assert (finding["path"], finding["line"], finding["column"]) == ("deprecated.py", 3, 6)
     assert finding["code"] == "AMP401"
     assert finding["fix"]["safety"] == "safe"
@@ -523,7 +534,8 @@ def test_directory_without_python_files(tmp_path: Path) -> None:
     write(tmp_path, "README.md", b"# autocast\n")
     for args in (["check"], ["check", "--fix"], ["check", "."]):
         result = amp_lint(tmp_path, *args)
-        assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+        assert (result.returncode, result.stdout) == (0, b"")
+        assert err(result) == ["amp-lint: warning: no Python files found under ."]
 
 
 # rules, rule

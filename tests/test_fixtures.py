@@ -31,6 +31,8 @@ REGENERATE_HINT = (
     "run `AMP_LINT_REGENERATE=1 python -m pytest tests/test_fixtures.py` and review the diff"
 )
 FIXED_SUFFIXES = (".fixed.py", ".safe-fixed.py")
+# Rules the flake8 plugin does not report: flake8 handles noqa comments itself.
+FLAKE8_CHECKS_ITSELF = frozenset({"AMP900"})
 FOLDER_NAME = re.compile(r"^(?P<code>AMP\d{3})-(?P<name>[a-z0-9]+(?:-[a-z0-9]+)*)$")
 
 
@@ -110,9 +112,13 @@ def test_cli_output_is_expected(source: Path) -> None:
 def test_flake8_prints_the_same_lines(source: Path) -> None:
     expected = sibling(source, ".expected")
     assert expected.exists(), f"{expected.name} is missing; {REGENERATE_HINT}"
+    if code_of(source.parent) in FLAKE8_CHECKS_ITSELF:
+        pytest.skip("flake8 reports its own unused noqa comments (flake8-noqa, yesqa)")
     result = flake8(source.parent, f"--select={code_of(source.parent)}", source.name)
     assert result.stderr == ""
-    assert result.stdout.splitlines() == expected.read_text().splitlines()
+    # The same summaries; flake8 has no `[*]` fixable marker (it applies no fixes).
+    lines = [line.replace(" [*] ", " ", 1) for line in expected.read_text().splitlines()]
+    assert result.stdout.splitlines() == lines
 
 
 @pytest.mark.parametrize("source", BAD)
@@ -182,7 +188,8 @@ def test_diff_writes_nothing(source: Path, tmp_path: Path) -> None:
 def test_good_file_has_no_findings(source: Path) -> None:
     code = code_of(source.parent)
     result = amp_lint(source.parent, "check", "--select", code, source.name)
-    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    assert (result.returncode, result.stdout) == (0, "")
+    assert result.stderr.startswith("Checked 1 file"), result.stderr  # run_summary.py
     assert flake8(source.parent, f"--select={code}", source.name).stdout == ""
 
 

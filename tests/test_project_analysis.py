@@ -4,8 +4,11 @@ The linted files are analysed as one project: calls made under autocast into oth
 files are followed (functions, methods, module instances, relative imports, re-exports
 through a package `__init__.py`), framework trainers elsewhere in the project put methods
 under autocast (Lightning, Hugging Face, accelerate), and library mode analyses every
-`forward`. Each project directory holds `expected*.txt`: the exact stdout of
-`amp-lint check --no-cache [mode] .` run inside it, reviewed line by line.
+`forward`. Each project directory holds `expected*.txt`: the findings of
+`amp-lint check --no-cache [mode] .` run inside it, reviewed line by line, as
+`path:line:col: CODE message` lines with the full message (from `--output-format json`): the
+concise default prints one-line summaries, and what these projects test is the chain or the
+assumption each message names.
 
 Variants (bf16 trainers, settings in pyproject.toml) are built from the fixtures in tmp_path,
 so every fixture file exists once.
@@ -13,6 +16,7 @@ so every fixture file exists once.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -43,7 +47,23 @@ _POSITION = re.compile(r"^(\S+:\d+:\d+: AMP\d{3}) ")
 
 
 def check(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return amp_lint(project, "check", "--no-cache", *args, ".")
+    return with_messages(amp_lint(project, "check", "--no-cache", *json_format(args), "."))
+
+
+def json_format(args: tuple[str, ...]) -> tuple[str, ...]:
+    return ("--output-format", "json", *args)
+
+
+def with_messages(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    """The JSON findings as `path:line:col: CODE message` lines, with the full message."""
+    try:
+        findings = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        return result  # an error: the test sees what was printed
+    stdout = "".join(
+        f"{f['path']}:{f['line']}:{f['column']}: {f['code']} {f['message']}\n" for f in findings
+    )
+    return subprocess.CompletedProcess(result.args, result.returncode, stdout, result.stderr)
 
 
 def expected(project: Path, name: str = "expected.txt") -> str:
@@ -168,7 +188,8 @@ def test_the_callee_package_alone_enters_no_autocast() -> None:
 def test_the_callee_package_in_library_mode() -> None:
     """`--assume-autocast float16` analyses `Attention.forward` as the entry point; the
     masked_fill in models/masking.py is reached through the relative import."""
-    result = amp_lint(CROSS_FILE, "check", "--no-cache", "--assume-autocast", "float16", "models/")
+    library_mode = json_format(("--assume-autocast", "float16"))
+    result = with_messages(amp_lint(CROSS_FILE, "check", "--no-cache", *library_mode, "models/"))
     assert result.returncode == 1, result.stderr
     assert positions(result.stdout) == [
         "models/attn.py:14:29: AMP003",
@@ -416,7 +437,9 @@ def test_no_first_pass_gives_the_same_output_for_variants(variant: str, tmp_path
 
 
 def cached(project: Path, cache: Path) -> subprocess.CompletedProcess[str]:
-    return amp_lint(project, "check", "--cache-dir", str(cache), ".")
+    return with_messages(
+        amp_lint(project, "check", "--cache-dir", str(cache), *json_format(()), ".")
+    )
 
 
 def test_cache_gives_the_same_output_and_follows_callee_edits(tmp_path: Path) -> None:
@@ -449,7 +472,7 @@ def test_no_cache_writes_no_cache_directory(
     monkeypatch.delenv("AMP_LINT_CACHE_DIR", raising=False)
     monkeypatch.delenv("AMP_LINT_NO_CACHE", raising=False)
     project = copy(CROSS_FILE, tmp_path)
-    result = amp_lint(project, "check", "--no-cache", ".")
+    result = check(project)
     assert result.stdout == expected(CROSS_FILE)
     assert sorted(p.name for p in project.iterdir()) == sorted(p.name for p in CROSS_FILE.iterdir())
     # Without --no-cache the same run does write one (so the check above means something).

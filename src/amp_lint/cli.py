@@ -1,4 +1,4 @@
-"""The `amp-lint` command: `check` (the default), `rules`, `rule CODE` and `verify`.
+"""The `amp-lint` command: `check` (the default), `rules`, `rule CODE`, `verify` and `clean`.
 
 Exit status: 0 clean, 1 findings remain (or `--diff` would change something), 2 usage,
 configuration, unreadable or unparsable file, or internal error. A file that fails is reported
@@ -15,15 +15,19 @@ import io
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
-from amp_lint import __version__
+from amp_lint import __version__, cache_clean, check_options
+from amp_lint.add_noqa import report_added_noqa
 from amp_lint.cache import DEFAULT_DIRECTORY
-from amp_lint.config import CHOICES, Config, ConfigError, check_code_prefixes, load_config
+from amp_lint.check_settings import print_files, print_settings, resolver_for, verbose_printer
+from amp_lint.config import CHOICES, Config, ConfigError
 from amp_lint.files import has_amp_vocabulary
 from amp_lint.formats import text as text_format
+from amp_lint.formats.output import choose_output, needs_text_edits
+from amp_lint.notebook_run import lint_notebook_input
+from amp_lint.notebooks import is_notebook
 from amp_lint.progress import Progress
 from amp_lint.project_run import RunOptions, default_cache_directory
 from amp_lint.reporting import (
@@ -40,7 +44,7 @@ from amp_lint.reporting import (
 from amp_lint.runner import Job, Outcome, run_jobs, write_fixes
 from amp_lint.warm_run import lint_paths
 
-SUBCOMMANDS = ("check", "rules", "rule", "verify")
+SUBCOMMANDS = ("check", "rules", "rule", "verify", "clean")
 STDIN = "-"
 
 
@@ -56,7 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.explicit_end_of_options = "--" in arguments
     _print_file_names_as_bytes()
     try:
-        status: int = args.run(args)
+        with check_options.output_silenced(args):
+            status: int = args.run(args)
     except BrokenPipeError:
         # `amp-lint check | head`: the reader left; stop quietly.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -113,7 +118,21 @@ def _parser() -> argparse.ArgumentParser:
         check.add_argument(
             flag, type=_code_list, action="extend", metavar="CODES", help=f"{what}, comma-separated"
         )
-    check.add_argument("--format", choices=("text", "json"), default="text")
+    check.add_argument(
+        "--output-format",
+        "--format",
+        dest="output_format",
+        choices=CHOICES["output-format"],
+        metavar="FORMAT",
+        help="how findings are reported: concise (the default; text is its older name), full, "
+        "json, json-lines, sarif, github, gitlab or junit; also AMP_LINT_OUTPUT_FORMAT",
+    )
+    check.add_argument(
+        "--output-file",
+        type=Path,
+        metavar="FILE",
+        help="write the findings to FILE instead of standard output",
+    )
     check.add_argument(
         "--statistics", action="store_true", help="print counts per rule instead of each finding"
     )
@@ -129,6 +148,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the path to report (and match against config globs) for standard input",
     )
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even if findings remain")
+    check_options.add_arguments(check)
     check.add_argument(
         "-q",
         "--quiet",
@@ -147,6 +167,12 @@ def _parser() -> argparse.ArgumentParser:
         help="with --assume-autocast: the autocast device (default: either)",
     )
     check.add_argument(
+        "--torch-version",
+        metavar="X.Y",
+        help="the oldest torch the project supports (overrides torch-version in "
+        "[tool.amp-lint]; default: read from [project] dependencies, else the newest)",
+    )
+    check.add_argument(
         "--no-cache", action="store_true", help="neither read nor write the result cache"
     )
     check.add_argument(
@@ -154,6 +180,20 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="DIR",
         help=f"where results are cached (default: {DEFAULT_DIRECTORY} beside the config)",
+    )
+    check.add_argument(
+        "--show-settings",
+        action="store_true",
+        help="print the settings that apply to the first PATH and the file they come from",
+    )
+    check.add_argument(
+        "--show-files", action="store_true", help="print the files that would be linted"
+    )
+    check.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="say which config applies where, what was found and skipped, cache use, timing",
     )
     check.add_argument(
         "--no-first-pass",
@@ -176,15 +216,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     verify.set_defaults(run=_run_verify)
     _verify_command().add_arguments(verify)
+    clean = subcommands.add_parser(
+        "clean",
+        help="remove the result cache of the project at PATH",
+        description="Remove the result cache `amp-lint check` keeps for the project at PATH.",
+    )
+    clean.set_defaults(run=cache_clean.run)
+    cache_clean.add_arguments(clean)
     return parser
 
 
 def _code_list(text: str) -> list[str]:
-    codes = [code.strip().upper() for code in text.split(",") if code.strip()]
-    try:
-        return list(check_code_prefixes(codes, "command line"))
-    except ConfigError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+    """Checked against the rules in check_settings.resolver_for, to name the flag."""
+    return [code.strip() for code in text.split(",") if code.strip()]
 
 
 # check
@@ -193,17 +237,12 @@ def _code_list(text: str) -> list[str]:
 def _run_check(args: argparse.Namespace) -> int:
     reporter = Reporter()
     try:
-        config = load_config(
-            Path.cwd(),
-            config_file=args.config,
-            select=args.select,
-            extend_select=args.extend_select or (),
-            ignore=args.ignore or (),
-        )
+        resolver = resolver_for(args)
+        # One report for the run: its format and file are the current directory's settings.
+        choose_output(args, resolver.resolve(Path.cwd()).config)
     except ConfigError as error:
         reporter.error(str(error))
         return EXIT_ERROR
-    config = _with_mode_options(config, args)
     paths: list[str] = args.paths
     # No path means the current directory (or stdin, given --stdin-filename), but `--` with
     # nothing after it is an explicit empty list: a hook given no files lints nothing.
@@ -213,29 +252,44 @@ def _run_check(args: argparse.Namespace) -> int:
         if len(paths) > 1:
             reporter.error("- (standard input) cannot be combined with other paths")
             return EXIT_ERROR
-        return _check_stdin(args, config, reporter)
+        # Standard input has the settings of the file it stands for, as in ruff.
+        resolved = resolver.resolve_file(Path(args.stdin_filename or "-"))
+        if resolved.error is not None:
+            reporter.error(resolved.error)
+            return EXIT_ERROR
+        return _check_stdin(args, resolved.config, reporter)
+    if args.show_settings:
+        return print_settings(paths, resolver, reporter)
+    if args.show_files:
+        return print_files(paths, resolver, reporter)
     options = RunOptions(
         fix=bool(args.fix or args.diff),
         unsafe=bool(args.unsafe_fixes),
-        cache_directory=_cache_directory(args, config),
         first_pass=not args.no_first_pass,
+        text_edits=needs_text_edits(args),
         progress=Progress.for_terminal(quiet=args.quiet),
+        jobs=args.jobs,
     )
-    outcomes = lint_paths(paths, config, options, reporter.error, reporter.warning).outcomes
+    if args.add_noqa and (args.fix or args.diff):
+        reporter.error("--add-noqa cannot be combined with --fix or --diff")
+        return EXIT_ERROR
+    result = lint_paths(
+        paths,
+        resolver,
+        options,
+        reporter.error,
+        reporter.warning,
+        cache_directory_for=lambda config: _cache_directory(args, config),
+        verbose=verbose_printer(args),
+    )
+    outcomes = result.outcomes
+    if args.add_noqa:
+        return report_added_noqa(outcomes, args, reporter)
     if args.diff:
         return report_diff(outcomes, args, reporter)
     if args.fix:
         write_fixes(outcomes, reporter.error, reporter.warning)
-    return report_findings(outcomes, args, reporter)
-
-
-def _with_mode_options(config: Config, args: argparse.Namespace) -> Config:
-    """Library-mode flags override `[tool.amp-lint]`."""
-    if args.assume_autocast:
-        config = replace(config, assume_autocast=args.assume_autocast)
-    if args.device:
-        config = replace(config, assume_device=args.device)
-    return config
+    return report_findings(outcomes, args, reporter, (result.summary, paths))
 
 
 def _cache_directory(args: argparse.Namespace, config: Config) -> Path | None:
@@ -256,6 +310,7 @@ def _job(path: str, source: bytes, args: argparse.Namespace) -> Job:
         source=source,
         fix=bool(args.fix or args.diff),
         unsafe=bool(args.unsafe_fixes),
+        text_edits=needs_text_edits(args),
     )
 
 
@@ -264,7 +319,13 @@ def _check_stdin(args: argparse.Namespace, config: Config, reporter: Reporter) -
     source = sys.stdin.buffer.read()
     path = args.stdin_filename or STDIN
     excluded = bool(args.stdin_filename) and config.is_excluded(path)
-    if excluded or not has_amp_vocabulary(source, config):
+    if excluded:
+        outcome = Outcome(path, source)
+    elif is_notebook(path):
+        outcome = lint_notebook_input(
+            path, source, config, fix=bool(args.fix or args.diff), unsafe=bool(args.unsafe_fixes)
+        )
+    elif not has_amp_vocabulary(source, config):
         outcome = Outcome(path, source)
     else:
         outcome = run_jobs([_job(path, source, args)], config)[0]
@@ -281,7 +342,7 @@ def _check_stdin(args: argparse.Namespace, config: Config, reporter: Reporter) -
     sys.stdout.flush()
     sys.stdout.buffer.write(outcome.fixed_source or source)
     sys.stdout.buffer.flush()
-    sys.stderr.write(text_format.format_findings(outcome.remaining))
+    sys.stderr.write(text_format.format_findings(outcome.remaining, bool(args.unsafe_fixes)))
     print_fix_summary([outcome], args)
     return exit_status(outcome.remaining, args, reporter)
 

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
+
+from amp_lint.formats import ALIASES, OUTPUT_FORMATS
+from amp_lint.rule_selectors import UnknownSelector, resolve_selectors
+from amp_lint.torch_version import (
+    SETTING_FORM,
+    TorchVersion,
+    dependency_torch_version,
+    nearest_pyproject,
+    parse_torch_version,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -24,6 +33,13 @@ class Config:
     # (glob, code prefixes) pairs; globs match paths relative to `root`, or a file's name.
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     exclude: tuple[str, ...] = ()
+    # Added to `exclude` (kept when --exclude replaces it, as in ruff).
+    extend_exclude: tuple[str, ...] = ()
+    # Leave out what .gitignore, .git/info/exclude and git's global excludes file ignore
+    # (inside a git work tree), as ruff does by default (gitignore.py).
+    respect_gitignore: bool = True
+    # Apply the excludes (.gitignore included) to files named on the command line too.
+    force_exclude: bool = False
     # Dotted names (e.g. "mypkg.losses.PerceptualLoss") AMP005 treats as float32-only.
     fp32_only_callables: tuple[str, ...] = ()
     # Function or "Class.method" names analysed as if called under an fp16 autocast region.
@@ -40,10 +56,18 @@ class Config:
     transformers_trainer_precision: str | None = None  # "fp16" or "bf16"
     # Where results are cached between runs; relative to `root`.
     cache_dir: str | None = None
+    # How and where findings are reported (`--output-format`, `--output-file`; the file
+    # relative to `root`). Not part of what results depend on, so not compared or cached.
+    output_format: str | None = field(default=None, compare=False, repr=False)
+    output_file: str | None = field(default=None, compare=False, repr=False)
+    # The oldest torch the project supports, e.g. (2, 1) (torch_version.py); None assumes the
+    # newest. Where it came from is said for --show-settings.
+    torch_version: TorchVersion | None = None
+    torch_version_source: str | None = None
     root: str = "."
 
     def is_enabled(self, code: str, path: str = "") -> bool:
-        if not _matches_any(code, self.select) or _matches_any(code, self.ignore):
+        if not _selects(code, self.select) or _matches_any(code, self.ignore):
             return False
         return not any(
             _matches_any(code, codes)
@@ -53,7 +77,24 @@ class Config:
 
     def is_excluded(self, path: str) -> bool:
         """Whether an `exclude` glob matches the path (relative to `root`) or its name."""
-        return any(_path_matches(path, pattern, self.root) for pattern in self.exclude)
+        return any(
+            _path_matches(path, pattern, self.root)
+            for pattern in (*self.exclude, *self.extend_exclude)
+        )
+
+
+# Rules only a selection naming them enables (AMP9, AMP90, AMP900 or ALL): the default "AMP"
+# does not, as ruff's default selection leaves out RUF100 (unused-noqa). They report on
+# amp-lint's own comments, not on the code.
+OPT_IN_PREFIX = "AMP9"
+
+
+def _selects(code: str, prefixes: tuple[str, ...]) -> bool:
+    if code.startswith(OPT_IN_PREFIX):
+        return any(
+            p == "ALL" or (p.startswith(OPT_IN_PREFIX) and code.startswith(p)) for p in prefixes
+        )
+    return _matches_any(code, prefixes)
 
 
 def _matches_any(code: str, prefixes: tuple[str, ...]) -> bool:
@@ -91,6 +132,8 @@ _KEY_TYPES: dict[str, str] = {
     "per-file-ignores": "table",
     "exclude": "list",
     "extend-exclude": "list",
+    "respect-gitignore": "bool",
+    "force-exclude": "bool",
     "fp32-only-callables": "list",
     "autocast-functions": "list",
     "forward-under-autocast": "bool",
@@ -99,6 +142,9 @@ _KEY_TYPES: dict[str, str] = {
     "lightning-precision": "lightning",
     "transformers-trainer-precision": "trainer",
     "cache-dir": "string",
+    "output-format": "output-format",
+    "output-file": "string",
+    "torch-version": "version",
 }
 
 # Allowed values of the keys that take one of a few strings.
@@ -107,9 +153,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "device": ("cuda", "cpu", "xpu"),
     "lightning": ("16", "16-mixed", "bf16", "bf16-mixed", "32", "32-true", "16-true", "bf16-true"),
     "trainer": ("fp16", "bf16", "no"),
+    "output-format": (*OUTPUT_FORMATS, *ALIASES),
 }
-
-_CODE_PREFIX = re.compile(r"^(ALL|[A-Z]+[0-9]*)$")
 
 
 def load_config(
@@ -119,6 +164,8 @@ def load_config(
     select: Sequence[str] | None = None,
     extend_select: Sequence[str] = (),
     ignore: Sequence[str] = (),
+    torch_version: str | None = None,
+    discover: bool = True,
 ) -> Config:
     """The configuration for a run started in directory `start`.
 
@@ -127,17 +174,42 @@ def load_config(
     without the table are passed over). Command-line code lists are applied on top: `select`
     replaces the configured selection and, like ruff's `--select`, drops configured ignores so
     that what was asked for is shown; `extend_select` and `ignore` add to it.
+    `torch_version` (`--torch-version`) overrides the configured one. With `discover` false
+    and no `config_file`, the defaults rooted at `start` (settings_discovery.py has found
+    that no config file applies).
     """
+    found: Path | None = config_file
     if config_file is not None:
         table = _read_table(config_file, required=True)
         config = _config_from_table(table or {}, config_file)
     else:
-        found = find_config_file(start)
+        found = find_config_file(start) if discover else None
         if found is None:
             config = Config(root=str(start.resolve()))
         else:
             config = _config_from_table(_read_table(found, required=False) or {}, found)
+    config = _with_torch_version(config, torch_version, found or start)
     return _with_command_line_codes(config, select, extend_select, ignore)
+
+
+def _with_torch_version(config: Config, command_line: str | None, project: Path) -> Config:
+    """`--torch-version`, else the configured value, else the lower bound of torch in the
+    `[project] dependencies` of the config file (or, without one, of the nearest
+    pyproject.toml), as ruff falls back on `requires-python` for `target-version`."""
+    if command_line is not None:
+        version = parse_torch_version(command_line)
+        if version is None:
+            raise ConfigError(
+                f"--torch-version: {command_line!r} is not a torch version ({SETTING_FORM})"
+            )
+        return replace(config, torch_version=version, torch_version_source="--torch-version")
+    if config.torch_version is not None:
+        return config
+    pyproject = project if _is_file(project) else nearest_pyproject(project)
+    detected = dependency_torch_version(pyproject) if pyproject is not None else None
+    if detected is None:
+        return config
+    return replace(config, torch_version=detected[0], torch_version_source=detected[1])
 
 
 def find_config_file(start: Path) -> Path | None:
@@ -150,6 +222,12 @@ def find_config_file(start: Path) -> Path | None:
     return None
 
 
+def read_amp_lint_table(path: Path) -> dict[str, object] | None:
+    """The `[tool.amp-lint]` table of a TOML file, None if it has none; raises ConfigError
+    (naming the file) if it cannot be read or parsed."""
+    return _read_table(path, required=False)
+
+
 def _is_file(path: Path) -> bool:
     try:
         return path.is_file()
@@ -158,11 +236,12 @@ def _is_file(path: Path) -> bool:
 
 
 def check_code_prefixes(codes: Sequence[str], where: str) -> tuple[str, ...]:
-    """Validate rule code prefixes such as "AMP", "AMP4" or "AMP401"; `where` names the source."""
-    for code in codes:
-        if not _CODE_PREFIX.match(code):
-            raise ConfigError(f"{where}: {code!r} is not a rule code or code prefix (e.g. AMP401)")
-    return tuple(codes)
+    """The code prefixes that rule selectors ("AMP", "AMP4", "AMP401", "ALL", a rule name such
+    as "masked-assign") stand for; ConfigError, naming `where`, if one matches no rule."""
+    try:
+        return resolve_selectors(codes)
+    except UnknownSelector as error:
+        raise ConfigError(f"{where}: {error}") from None
 
 
 def _read_table(path: Path, *, required: bool) -> dict[str, object] | None:
@@ -221,7 +300,10 @@ def _config_from_table(table: dict[str, object], path: Path) -> Config:
             )
             for pattern, file_codes in per_file_ignores.items()
         ),
-        exclude=strings("exclude") + strings("extend-exclude"),
+        exclude=strings("exclude"),
+        extend_exclude=strings("extend-exclude"),
+        respect_gitignore=_flag(table, "respect-gitignore", Config.respect_gitignore),
+        force_exclude=_flag(table, "force-exclude", Config.force_exclude),
         fp32_only_callables=strings("fp32-only-callables"),
         autocast_functions=strings("autocast-functions"),
         forward_under_autocast=forward_under_autocast,
@@ -230,8 +312,25 @@ def _config_from_table(table: dict[str, object], path: Path) -> Config:
         lightning_precision=choice("lightning-precision"),
         transformers_trainer_precision=choice("transformers-trainer-precision"),
         cache_dir=choice("cache-dir"),
+        output_format=choice("output-format"),
+        output_file=choice("output-file"),
+        torch_version=_torch_version_setting(table),
+        torch_version_source=f"tool.amp-lint.torch-version in {path}"
+        if "torch-version" in table
+        else None,
         root=str(path.resolve().parent),
     )
+
+
+def _torch_version_setting(table: dict[str, object]) -> TorchVersion | None:
+    value = table.get("torch-version")
+    return parse_torch_version(value) if isinstance(value, str) else None
+
+
+def _flag(table: dict[str, object], key: str, default: bool) -> bool:
+    value = table.get(key, default)
+    assert isinstance(value, bool)  # checked by _check_type
+    return value
 
 
 def _check_type(key: str, value: object, path: Path) -> None:
@@ -239,6 +338,12 @@ def _check_type(key: str, value: object, path: Path) -> None:
     where = f"{path}: tool.amp-lint.{key}"
     if expected == "bool" and not isinstance(value, bool):
         raise ConfigError(f"{where} must be true or false, not {_toml_type(value)}")
+    if expected == "version" and not (isinstance(value, str) and parse_torch_version(value)):
+        # A TOML float (`torch-version = 2.1`) is the likely slip; 2.10 would read as 2.1.
+        hint = f' ({_toml_type(value)}: write "{value}")' if isinstance(value, float) else ""
+        raise ConfigError(
+            f"{where} must be a string of the form {SETTING_FORM}, not {value!r}{hint}"
+        )
     if expected == "string" and not isinstance(value, str):
         raise ConfigError(f"{where} must be a string, not {_toml_type(value)}")
     if expected in CHOICES:

@@ -100,7 +100,12 @@ def render_rule(rule: type[Rule], reports: Sequence[Report] | None = None) -> st
         sections += ["## Known limitations", _prose(rule.known_limitations)]
     if rule.accepts_assumptions:
         sections += ["## Assumed values", ASSUMED_VALUES]
-    if reports is None:
+    if not rule.runtime_evidence:
+        evidence = (
+            "None: this rule reports amp-lint's own comments, not code that misbehaves when "
+            "it runs, so `amp-lint verify` has nothing of it to run."
+        )
+    elif reports is None:
         evidence = (
             f"`amp-lint verify --select {rule.code}` runs this rule's examples under autocast on "
             "your machine; the runs on ours are in the project's docs/evidence/."

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import libcst as cst
@@ -75,6 +75,8 @@ class FileAnalysis:
     assumptions: list[ClassAssumption]
     # Other linted files whose code the findings depend on (their functions' results).
     dependencies: list[str]
+    # Findings of this file its noqa comments suppressed (for unused-noqa, AMP900).
+    suppressed: list[Finding] = field(default_factory=list)
 
 
 def parse_source(source: bytes, path: str) -> cst.Module:
@@ -114,10 +116,14 @@ def analyse_source(
     context: ProjectContext,
     *,
     honour_noqa: bool = True,
+    text_edits: bool = False,
 ) -> FileAnalysis:
-    """Findings for one file in its project context, and what it tells other files."""
+    """Findings for one file in its project context, and what it tells other files; with
+    `text_edits`, each fix carries the text edits it makes (for JSON and SARIF output)."""
     module = parse_source(source, path)
     analysis = _analyse_module(module, source, config, context, path, honour_noqa=honour_noqa)
+    if text_edits:
+        analysis.findings = _with_text_edits(module, analysis.findings, path)
     analysis.findings = [finding.portable() for finding in analysis.findings]
     return analysis
 
@@ -129,6 +135,7 @@ def fix_source(
     *,
     unsafe: bool,
     context: ProjectContext = SINGLE_FILE,
+    text_edits: bool = False,
 ) -> FixResult:
     """Apply every applicable fix, re-linting until nothing more changes.
 
@@ -148,7 +155,7 @@ def fix_source(
         if not chosen:
             break
         try:
-            new_module, applied = apply_fixes(module, chosen)
+            new_module, applied = apply_fixes(module, chosen, path)
         except FixConflict as error:
             raise SourceError(
                 f"{path}: fix produced invalid code ({error}); file left unchanged"
@@ -167,7 +174,15 @@ def fix_source(
         source = new_source
         fixed.extend(f.portable() for f in applied)
         findings = _lint_module(module, source, config, context, path)
+    if text_edits:
+        findings = _with_text_edits(module, findings, path)
     return FixResult(source=source, fixed=fixed, remaining=[f.portable() for f in findings])
+
+
+def _with_text_edits(module: cst.Module, findings: list[Finding], path: str) -> list[Finding]:
+    from amp_lint.fixes.text_edits import with_text_edits  # loads libcst.codemod
+
+    return with_text_edits(module, findings, path)
 
 
 def _keep_final_carriage_return(module: cst.Module, source: bytes) -> cst.Module:
@@ -223,37 +238,66 @@ def _analyse_module(
     interpreter.run(context.entries, assumptions, own_roots=context.own_roots)
     found += interpreter.dispatched()
     for observer in observers:
-        reports.extend((observer.rule, report) for report in observer.reports.values())
+        reports.extend((observer.rule, report) for report in observer.found())
     findings = _to_findings(reports, facts.positions, path) if reports else []
+    hidden: list[Finding] = []
     if honour_noqa and findings:
         # Findings placed in other files are checked against those files' noqa comments
         # where the project's results are gathered.
         noqa = NoqaMap(source.decode("utf-8", "replace"))  # module.code would print the tree
-        findings = [f for f in findings if f.path != path or not noqa.suppresses(f.line, f.code)]
+        hidden = [f for f in findings if f.path == path and noqa.suppresses(f.line, f.code)]
+        findings = [f for f in findings if all(f is not h for h in hidden)]
     return FileAnalysis(
-        findings, list(interpreter.outgoing.values()), found, sorted(interpreter.dependencies)
+        findings,
+        list(interpreter.outgoing.values()),
+        found,
+        sorted(interpreter.dependencies),
+        [f.portable() for f in hidden],
     )
 
 
 class RuleObserver:
     """A rule as the interpreter's observer: it sees only the evidence the rule accepts, and
     each report gets the chain or assumption it rests on appended to its message. A node
-    reached in several contexts is reported once, from the first."""
+    reached in several contexts is reported once, from the best of them (`_evidence_rank`):
+    the module's code runs first, so `if __name__ == "__main__": train()` reaches what is in
+    `train` before `train` is analysed on its own, and that copy has a chain and maybe no
+    fix."""
 
     def __init__(self, rule: Rule) -> None:
         self.rule = rule
         self.node_types = rule.node_types
-        self.reports: dict[tuple[int, Origin | None], Report] = {}
+        self.reports: dict[tuple[int, Origin | None], tuple[tuple[int, ...], Report]] = {}
 
     def observe(self, node: cst.CSTNode, ctx: ExecutionContext) -> None:
         ctx.accepts_assumptions = self.rule.accepts_assumptions
         ctx.assumptions_used = []
         for report in self.rule.check_node(node, ctx):
             key = (id(report.node), report.elsewhere)
-            if key not in self.reports:
+            rank = _evidence_rank(report, ctx)
+            known = self.reports.get(key)
+            if known is None or rank < known[0]:
                 message = report.message + ctx.provenance()
-                self.reports[key] = replace(report, message=message)
+                via = report.via or ctx.call_chain()
+                self.reports[key] = (rank, replace(report, message=message, via=via))
             ctx.assumptions_used = []
+
+    def found(self) -> list[Report]:
+        return [report for _, report in self.reports.values()]
+
+
+def _evidence_rank(report: Report, ctx: ExecutionContext) -> tuple[int, ...]:
+    """Lower is better: a fix, then code seen where it is (first without an assumption about
+    where it runs, then under one: a library-mode forward is described as such rather than as
+    reached from another assumed forward), then through the shortest chain of calls; fewer
+    assumptions about values."""
+    frame = ctx.frame
+    return (
+        report.fix is None,
+        len(frame.chain),
+        frame.assumption is not None,
+        len(ctx.assumptions_used),
+    )
 
 
 class ProjectLoader:
@@ -336,8 +380,8 @@ def _to_findings(
     positions: Mapping[cst.CSTNode, CodeRange],
     path: str,
 ) -> list[Finding]:
-    seen: set[tuple[object, ...]] = set()
-    findings: list[Finding] = []
+    # One finding per rule and position: the first, unless a later one has a fix.
+    findings: dict[tuple[object, ...], Finding] = {}
     for rule, report in reports:
         at = report.elsewhere
         if at is not None:
@@ -347,20 +391,20 @@ def _to_findings(
             start, end = where.start, where.end
             place = (path, start.line, start.column, end.line, end.column)
         key = (rule.code, *place[:3])
-        if key in seen:
+        known = findings.get(key)
+        if known is not None and (known.fix is not None or report.fix is None):
             continue
-        seen.add(key)
-        findings.append(
-            Finding(
-                path=place[0],
-                line=place[1],
-                column=place[2],
-                end_line=place[3],
-                end_column=place[4],
-                code=rule.code,
-                name=rule.name,
-                message=report.message,
-                fix=report.fix,
-            )
+        findings[key] = Finding(
+            path=place[0],
+            line=place[1],
+            column=place[2],
+            end_line=place[3],
+            end_column=place[4],
+            code=rule.code,
+            name=rule.name,
+            message=report.message,
+            fix=report.fix,
+            summary=report.summary,
+            via=report.via,
         )
-    return sorted(findings, key=lambda f: f.sort_key)
+    return sorted(findings.values(), key=lambda f: f.sort_key)

@@ -5,13 +5,17 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Union
 
 from amp_lint.config import Config
+from amp_lint.gitignore import WalkFilter, ignores_named_path
 
 PYTHON_SUFFIXES = (".py", ".pyi")
+# Walked as well: a Jupyter notebook is linted as the module of its code cells (notebooks.py).
+LINTED_SUFFIXES = (*PYTHON_SUFFIXES, ".ipynb")
 
 # Directories never walked into when a directory is given (an explicitly named file inside one
 # is still linted). Virtual environments with other names are recognised by their pyvenv.cfg.
@@ -30,6 +34,7 @@ SKIPPED_DIRECTORY_NAMES = frozenset(
         ".mypy_cache",
         ".pytest_cache",
         ".ruff_cache",
+        ".ipynb_checkpoints",  # Jupyter's autosaved copies of notebooks
         "node_modules",
         "site-packages",
     }
@@ -66,9 +71,16 @@ class Discovery:
     # os.stat of each file (following symlinks), where it could be taken: the warm-run index
     # (warm_run.py) tells unchanged files by it without reading them.
     stats: dict[str, os.stat_result] = field(default_factory=dict)
+    # Files and directories left out by an `exclude` glob (a directory's files not counted).
+    excluded: list[Path] = field(default_factory=list)
 
 
-def discover_python_files(paths: Iterable[Path], config: Config) -> Discovery:
+# One Config for every path, or a function giving the Config that applies in a directory
+# (settings_discovery.ConfigResolver: each file's nearest pyproject.toml).
+Settings = Union[Config, Callable[[Path], Config]]
+
+
+def discover_python_files(paths: Iterable[Path], config: Settings) -> Discovery:
     """Python files named by `paths`: files as given, directories walked recursively.
 
     Config `exclude` globs apply to both, so that pre-commit, which names every file, honours
@@ -83,10 +95,12 @@ def discover_python_files(paths: Iterable[Path], config: Config) -> Discovery:
         if problem is not None:
             discovery.errors.append(f"{path}: {problem}")
             continue
+        if _is_forced_out(path, config):
+            continue
         if path.is_dir():
-            candidates: Iterable[Path] = _walk(path, config, discovery.errors)
+            candidates: Iterable[Path] = _walk(path, config, discovery)
         else:
-            candidates = [] if _is_excluded(path, config) else [path]
+            candidates = [] if _is_excluded(path, config, discovery) else [path]
         for candidate in candidates:
             try:
                 status = os.stat(candidate)
@@ -116,33 +130,51 @@ def _unusable_path(path: Path) -> str | None:
     return None
 
 
-def _walk(directory: Path, config: Config, errors: list[str]) -> Iterator[Path]:
+def _walk(directory: Path, config: Settings, discovery: Discovery) -> Iterator[Path]:
     def report(error: OSError) -> None:
         name = error.filename if error.filename is not None else directory
-        errors.append(f"{name}: cannot list directory: {error.strerror or error}")
+        discovery.errors.append(f"{name}: cannot list directory: {error.strerror or error}")
 
+    git = _gitignore_filter(directory, config)
     # os.walk does not follow symlinked directories, so a symlink loop is never entered; a
     # symlink loop named `*.py` is listed as a file and reported when it is read.
     for parent, dir_names, file_names in os.walk(directory, onerror=report):
         parent_path = Path(parent)
         # Pruning in place stops os.walk from descending; sorting makes the order stable.
         dir_names[:] = sorted(
-            name for name in dir_names if not _is_skipped_directory(parent_path / name, config)
+            name
+            for name in dir_names
+            if not _is_skipped_directory(parent_path / name, config, discovery)
+            and not (git and git.ignores_directory(parent_path / name))
         )
         for name in sorted(file_names):
-            if name.endswith(PYTHON_SUFFIXES) and name not in PYTHON_SUFFIXES:
+            if name.endswith(LINTED_SUFFIXES) and name not in LINTED_SUFFIXES:
                 file_path = parent_path / name
-                if not _is_excluded(file_path, config):
+                if not _is_excluded(file_path, config, discovery) and not (
+                    git and git.ignores_file(file_path)
+                ):
                     yield file_path
 
 
-def _is_skipped_directory(directory: Path, config: Config) -> bool:
+def _gitignore_filter(directory: Path, config: Settings) -> WalkFilter | None:
+    settings = config(directory) if callable(config) else config
+    return WalkFilter.for_walk(directory) if settings.respect_gitignore else None
+
+
+def _is_forced_out(path: Path, config: Settings) -> bool:
+    """With force-exclude, a path named on the command line that git ignores is left out, as
+    ruff leaves it out (`exclude` globs apply to named files in any case)."""
+    settings = config(path.parent) if callable(config) else config
+    return settings.force_exclude and settings.respect_gitignore and ignores_named_path(path)
+
+
+def _is_skipped_directory(directory: Path, config: Settings, discovery: Discovery) -> bool:
     name = directory.name
     return (
         name in SKIPPED_DIRECTORY_NAMES
         or name.endswith(SKIPPED_DIRECTORY_SUFFIXES)
         or _is_virtual_environment(directory)
-        or _is_excluded(directory, config)
+        or _is_excluded(directory, config, discovery)
     )
 
 
@@ -153,8 +185,14 @@ def _is_virtual_environment(directory: Path) -> bool:
         return False
 
 
-def _is_excluded(path: Path, config: Config) -> bool:
-    return bool(config.exclude) and config.is_excluded(str(path))
+def _is_excluded(path: Path, config: Settings, discovery: Discovery) -> bool:
+    """Whether an `exclude` glob of the settings that apply where the path is (those of its
+    directory's nearest config, as in ruff) leaves it out; recorded in `discovery`."""
+    settings = config(path.parent) if callable(config) else config
+    excluded = bool(settings.exclude or settings.extend_exclude) and settings.is_excluded(str(path))
+    if excluded:
+        discovery.excluded.append(path)
+    return excluded
 
 
 # Framework settings that enter autocast for the user: Lightning's `precision=`, accelerate's

@@ -28,6 +28,18 @@ class Edit:
 
 
 @dataclass(frozen=True)
+class TextEdit:
+    """Replace the text from (line, column) up to (end_line, end_column) with `content`: lines
+    and columns 1-based, columns counted in characters, the end exclusive (ruff's JSON edits)."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    content: str
+
+
+@dataclass(frozen=True)
 class Fix:
     safety: FixSafety
     title: str
@@ -38,6 +50,9 @@ class Fix:
     # (module, name, alias) for `from module import name as alias`, (module, None, alias) for
     # `import module as alias`; alias is None when there is none.
     unused_imports: tuple[tuple[str, str | None, str | None], ...] = ()
+    # What applying this fix alone changes in the file's text; plain data, so it survives
+    # `without_edits` (filled only when an output format asks for it, see engine.py).
+    text_edits: tuple[TextEdit, ...] = field(default=(), compare=False)
 
     def without_edits(self) -> Fix:
         """A copy that can cross a process boundary (edits hold live CST nodes)."""
@@ -55,10 +70,18 @@ class Finding:
     fix: Fix | None = None
     end_line: int = 0
     end_column: int = 0
+    # The message in one short line (what goes wrong and the fix), for the concise format and
+    # flake8; "" from rules that give none, where the message stands in.
+    summary: str = ""
+    # The calls from the autocast region to the finding, as (path, line) of each call site;
+    # the message names the same chain in words.
+    via: tuple[tuple[str, int], ...] = ()
+    # In a notebook: the cell (1-based over all its cells), `line` being the line in the cell.
+    cell: int | None = None
 
     @property
-    def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.path, self.line, self.column, self.code)
+    def sort_key(self) -> tuple[str, int, int, int, str]:
+        return (self.path, self.cell or 0, self.line, self.column, self.code)
 
     def portable(self) -> Finding:
         return replace(self, fix=self.fix.without_edits()) if self.fix else self

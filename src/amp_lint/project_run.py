@@ -31,9 +31,12 @@ from amp_lint.cache import DEFAULT_DIRECTORY, ResultCache, digest
 from amp_lint.config import Config
 from amp_lint.files import round_zero_vocabulary
 from amp_lint.findings import Finding, FixSafety
+from amp_lint.notebook_run import NotebookSources
 from amp_lint.progress import Progress
+from amp_lint.rule_selectors import known_rules
+from amp_lint.run_summary import RunSummary
 from amp_lint.runner import Job, JobRunner, Outcome
-from amp_lint.suppressions import NoqaMap
+from amp_lint.suppressions import UNUSED_NOQA_CODE, NoqaMap, fix_unused_noqa, unused_noqa
 
 # A chain of calls is cut at MAX_CALL_DEPTH in the interpreter; this bounds rounds as well.
 MAX_ROUNDS = 12
@@ -45,6 +48,9 @@ class RunOptions:
     unsafe: bool = False
     cache_directory: Path | None = None  # None: no cache
     first_pass: bool = True
+    # Give each fix its text edits (Fix.text_edits): asked for by the JSON and SARIF formats.
+    text_edits: bool = False
+    jobs: int | None = None  # worker processes (--jobs); None: one per CPU
     progress: Progress = field(default_factory=Progress)  # silent unless given a stream
 
 
@@ -59,12 +65,16 @@ class FileState:
     delivered: set[object] = field(default_factory=set)
     error: str | None = None
     notice: str | None = None
+    # (code, line) of the findings its noqa comments suppressed, for unused-noqa (AMP900).
+    suppressed: set[tuple[str, int]] = field(default_factory=set)
 
 
 @dataclass
 class ProjectResult:
     outcomes: list[Outcome]
     parsed: int = 0  # files parsed with libcst, over all rounds (cache hits excluded)
+    # What the run checked (warm_run.lint_paths sets it): for the line a clean run prints.
+    summary: RunSummary = field(default_factory=RunSummary)
 
 
 def default_cache_directory(config: Config) -> Path:
@@ -73,12 +83,15 @@ def default_cache_directory(config: Config) -> Path:
 
 def lint_project(sources: dict[str, bytes], config: Config, options: RunOptions) -> ProjectResult:
     """One Outcome per file with findings, fixes or an error, in the order of `sources`."""
+    # Notebooks are analysed as the Python module of their code cells, reported as notebooks.
+    notebooks = NotebookSources.split(sources)
+    sources = notebooks.python
     project = ProjectIndex.from_paths(sources)
     cache = ResultCache(options.cache_directory) if options.cache_directory else None
-    run = _Rounds(sources, config, project, cache, options.first_pass)
+    run = _Rounds(sources, config, project, cache, options.first_pass, options.text_edits)
     run.progress = options.progress
     try:
-        with JobRunner(config, project) as runner:
+        with JobRunner(config, project, options.jobs) as runner:
             run.runner = runner
             run.run()
             outcomes = run.outcomes()
@@ -86,7 +99,7 @@ def lint_project(sources: dict[str, bytes], config: Config, options: RunOptions)
                 outcomes = run.fix(outcomes, unsafe=options.unsafe)
     finally:
         options.progress.clear()
-    return ProjectResult(outcomes, run.parsed)
+    return ProjectResult(notebooks.restore(outcomes), run.parsed)
 
 
 class _Rounds:
@@ -97,12 +110,14 @@ class _Rounds:
         project: ProjectIndex,
         cache: ResultCache | None,
         first_pass: bool,
+        text_edits: bool = False,
     ) -> None:
         self.sources = sources
         self.config = config
         self.project = project
         self.cache = cache
         self.first_pass = first_pass
+        self.text_edits = text_edits
         self.states: dict[str, FileState] = {path: FileState() for path in sources}
         self.runner: JobRunner | None = None
         self.source_digests: dict[str, str] = {}
@@ -113,7 +128,9 @@ class _Rounds:
         self.progress = Progress()
         self.round = 0
         # Everything a cached result depends on besides the file and its context.
-        self.fingerprint = digest(repr(config), "\0".join(sorted(sources)), str(first_pass))
+        self.fingerprint = digest(
+            repr(config), "\0".join(sorted(sources)), str(first_pass), str(text_edits)
+        )
 
     def run(self) -> None:
         vocabulary = round_zero_vocabulary(self.config)
@@ -153,7 +170,7 @@ class _Rounds:
             pending = self._absorb(outcomes)
 
     def _job(self, path: str, context: ProjectContext, *, first_pass: bool = False) -> Job:
-        return Job(path, self.sources[path], False, False, context, first_pass)
+        return Job(path, self.sources[path], False, False, context, first_pass, self.text_edits)
 
     def _deliver(
         self, found: list[tuple[str | None, ClassAssumption]]
@@ -208,7 +225,11 @@ class _Rounds:
                 owner = state if finding.path == outcome.path else self._placed(finding)
                 if owner is not None:
                     key = (finding.code, finding.line, finding.column)
-                    owner.findings.setdefault(key, finding)
+                    known = owner.findings.get(key)
+                    # The first copy, unless a later one (the file's own) can be fixed.
+                    if known is None or (known.fix is None and finding.fix is not None):
+                        owner.findings[key] = finding
+            state.suppressed.update((f.code, f.line) for f in outcome.suppressed)
             for entry in outcome.outgoing:
                 target = self.states.get(entry.path)
                 if target is None or entry.key in target.entries:
@@ -225,7 +246,10 @@ class _Rounds:
             return None
         if finding.path not in self.noqa:
             self.noqa[finding.path] = NoqaMap(self.sources[finding.path].decode("utf-8", "replace"))
-        return None if self.noqa[finding.path].suppresses(finding.line, finding.code) else state
+        if self.noqa[finding.path].suppresses(finding.line, finding.code):
+            state.suppressed.add((finding.code, finding.line))
+            return None
+        return state
 
     def _run(self, jobs: list[Job]) -> list[Outcome]:
         """Outcomes of the jobs, from the cache where an earlier run left them."""
@@ -268,11 +292,25 @@ class _Rounds:
     def outcomes(self) -> list[Outcome]:
         found = []
         for path, state in self.states.items():
-            if state.findings or state.error or state.notice:
+            unused = self._unused_noqa(path, state)
+            if state.findings or unused or state.error or state.notice:
                 outcome = Outcome(path, self.sources[path], error=state.error, notice=state.notice)
-                outcome.remaining = sorted(state.findings.values(), key=lambda f: f.sort_key)
+                findings = [*state.findings.values(), *unused]
+                outcome.remaining = sorted(findings, key=lambda f: f.sort_key)
                 found.append(outcome)
         return found
+
+    def _unused_noqa(self, path: str, state: FileState) -> list[Finding]:
+        """AMP900 findings, once every round is done: a noqa comment is used if it suppressed
+        a finding of any round. A file that failed or was not analysed has none."""
+        if state.error or state.notice or not self.config.is_enabled(UNUSED_NOQA_CODE, path):
+            return []
+
+        def enabled(code: str) -> bool:
+            return self.config.is_enabled(code, path)
+
+        rules = known_rules()
+        return unused_noqa(path, self.sources[path], state.suppressed, enabled, rules)
 
     def fix(self, outcomes: list[Outcome], *, unsafe: bool) -> list[Outcome]:
         """Fix each file that has a fix to apply, in everything the rounds found for it."""
@@ -282,12 +320,16 @@ class _Rounds:
             if outcome.error is None and any(_applies(f, unsafe) for f in outcome.remaining)
         ]
         jobs = []
+        remaining = {outcome.path: outcome.remaining for outcome in outcomes}
+        noqa_fixed: dict[str, list[Finding]] = {}
         for path in fixable:
             state = self.states[path]
             context = ProjectContext(
                 entries=tuple(state.entries.values()), assumptions=tuple(state.assumptions)
             )
-            jobs.append(Job(path, self.sources[path], True, unsafe, context))
+            # Unused noqa codes are removed from the text first (`noqa_fixed`).
+            source, noqa_fixed[path] = fix_unused_noqa(self.sources[path], remaining[path])
+            jobs.append(Job(path, source, True, unsafe, context, text_edits=self.text_edits))
         assert self.runner is not None
         self.progress.phase("fixing", len(jobs))
         fixed = {
@@ -299,6 +341,7 @@ class _Rounds:
             if result is None:
                 results.append(outcome)
                 continue
+            _count_noqa_fixes(result, outcome.source, noqa_fixed[outcome.path])
             # What stays if the fixed bytes are not written (runner.write_fixes).
             result.unfixed = outcome.remaining
             if result.error is not None:  # the fix failed: the file keeps its findings
@@ -317,6 +360,7 @@ class CachedResult:
     parsed: bool
     dependencies: tuple[tuple[str, str], ...]  # (path, digest of its source)
     notice: str | None = None
+    suppressed: tuple[Finding, ...] = ()
 
     @classmethod
     def of(cls, outcome: Outcome, dependencies: tuple[tuple[str, str], ...]) -> CachedResult:
@@ -327,6 +371,7 @@ class CachedResult:
             outcome.parsed,
             dependencies,
             outcome.notice,
+            tuple(outcome.suppressed),
         )
 
     def outcome(self, job: Job) -> Outcome:
@@ -339,7 +384,19 @@ class CachedResult:
             parsed=self.parsed,
             dependencies=[path for path, _ in self.dependencies],
             notice=self.notice,
+            suppressed=list(self.suppressed),
         )
+
+
+def _count_noqa_fixes(result: Outcome, original: bytes, noqa_fixed: list[Finding]) -> None:
+    """The fix job read the file with its unused noqa codes removed (fix_unused_noqa): the
+    outcome is given the bytes on disk back, and the removals count as fixes."""
+    if not noqa_fixed:
+        return
+    if result.fixed_source is None:
+        result.fixed_source = result.source
+    result.source = original
+    result.fixed = sorted([*noqa_fixed, *result.fixed], key=lambda f: f.sort_key)
 
 
 def _configured_assumptions(config: Config) -> list[ClassAssumption]:

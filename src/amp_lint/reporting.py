@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 
 from amp_lint.findings import Finding, FixSafety
 from amp_lint.formats import json as json_format
 from amp_lint.formats import text as text_format
+from amp_lint.formats.listing import Listing
+from amp_lint.formats.output import render, write_report
 from amp_lint.formats.text import plural
+from amp_lint.run_summary import RunSummary, clean_run_line, no_files_message
 from amp_lint.runner import Outcome, unified_diff
 
 PROGRAM = "amp-lint"
@@ -33,18 +37,69 @@ class Reporter:
         print(f"{PROGRAM}: warning: {message}", file=sys.stderr)
 
 
-def report_findings(outcomes: list[Outcome], args: argparse.Namespace, reporter: Reporter) -> int:
+def report_findings(
+    outcomes: list[Outcome],
+    args: argparse.Namespace,
+    reporter: Reporter,
+    checked: tuple[RunSummary, Sequence[str]] | None = None,
+) -> int:
+    """Print the findings and summary; `checked` (what the run checked, and the paths it was
+    given) makes a run without findings say what it checked."""
     remaining = [finding for outcome in outcomes for finding in outcome.remaining]
-    formatter = json_format if args.format == "json" else text_format
-    if args.statistics:
-        sys.stdout.write(formatter.format_statistics(remaining))
-    else:
-        sys.stdout.write(formatter.format_findings(remaining))
+    _deliver(_report_text(outcomes, remaining, args), args, reporter)
     if args.fix:
         print_fix_summary(outcomes, args)
     elif remaining:
         _print_found_summary(remaining, args)
-    return exit_status(remaining, args, reporter)
+    if checked is not None and not remaining and not any(outcome.fixed for outcome in outcomes):
+        _print_checked_summary(*checked, args, reporter)
+    status = exit_status(remaining, args, reporter)
+    fixed = any(outcome.fixed for outcome in outcomes)
+    if status == EXIT_CLEAN and fixed and args.fix and not args.exit_zero:
+        # --exit-non-zero-on-fix: a fix is a change to review, as in ruff.
+        return EXIT_FINDINGS if getattr(args, "exit_non_zero_on_fix", False) else status
+    return status
+
+
+def _report_text(
+    outcomes: list[Outcome], remaining: list[Finding], args: argparse.Namespace
+) -> str:
+    if args.statistics:
+        if args.output_format in ("json", "json-lines"):
+            return json_format.format_statistics(remaining)
+        return text_format.format_statistics(remaining)
+    listing = Listing.of(
+        remaining,
+        unsafe_fixes=bool(args.unsafe_fixes),
+        # What is in the files now: the fixed bytes where --fix wrote them.
+        sources={o.path: o.fixed_source or o.source for o in outcomes if o.source},
+        errors=[(o.path, o.error) for o in outcomes if o.error],
+    )
+    return render(args.output_format, listing)
+
+
+def _deliver(report: str, args: argparse.Namespace, reporter: Reporter) -> None:
+    """To stdout, or to `--output-file` (written whole, its directory made if missing)."""
+    if args.output_file is None:
+        sys.stdout.write(report)
+        return
+    try:
+        write_report(args.output_file, report)
+    except OSError as error:
+        reporter.error(f"{args.output_file}: cannot write: {error.strerror or error}")
+
+
+def _print_checked_summary(
+    summary: RunSummary, paths: Sequence[str], args: argparse.Namespace, reporter: Reporter
+) -> None:
+    """A clean run is not silent: silence after linting no file, or only files that never
+    enter autocast, would read as "AMP-safe" (run_summary.py). Errors speak for themselves."""
+    if args.quiet or getattr(args, "silent", False) or reporter.failed or not paths:
+        return
+    if summary.files == 0:
+        reporter.warning(no_files_message(summary, paths))
+    else:
+        _summary(clean_run_line(summary, paths))
 
 
 def _print_found_summary(remaining: list[Finding], args: argparse.Namespace) -> None:

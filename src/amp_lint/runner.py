@@ -46,6 +46,8 @@ class Job:
     context: ProjectContext = SINGLE_FILE  # its `project` is set in the worker
     # Ask the first pass (first_pass.py) whether the file's own code can have findings.
     first_pass: bool = False
+    # Give each fix the text edits it makes (Fix.text_edits), for JSON and SARIF output.
+    text_edits: bool = False
 
 
 @dataclass
@@ -63,6 +65,7 @@ class Outcome:
     assumptions: list[ClassAssumption] = field(default_factory=list)
     parsed: bool = False  # False when the first pass showed there was nothing to find
     dependencies: list[str] = field(default_factory=list)  # see FileAnalysis
+    suppressed: list[Finding] = field(default_factory=list)  # by noqa comments, for AMP900
 
 
 # The project index of the run, set once per worker process (see JobRunner).
@@ -112,15 +115,23 @@ def _lint_or_fix(job: Job, config: Config, outcome: Outcome) -> None:
         context = replace(context, own_roots=False)
     outcome.parsed = True
     if job.fix:
-        result = fix_source(job.source, job.path, config, unsafe=job.unsafe, context=context)
+        result = fix_source(
+            job.source,
+            job.path,
+            config,
+            unsafe=job.unsafe,
+            context=context,
+            text_edits=job.text_edits,
+        )
         outcome.remaining, outcome.fixed = result.remaining, result.fixed
         if result.source != job.source:
             outcome.fixed_source = result.source
     else:
-        analysis = analyse_source(job.source, job.path, config, context)
+        analysis = analyse_source(job.source, job.path, config, context, text_edits=job.text_edits)
         outcome.remaining = analysis.findings
         outcome.outgoing, outcome.assumptions = analysis.outgoing, analysis.assumptions
         outcome.dependencies = analysis.dependencies
+        outcome.suppressed = analysis.suppressed
 
 
 def _one_line(message: str) -> str:
@@ -137,11 +148,16 @@ class JobRunner:
     """Runs batches of jobs, in one process pool for the whole run (started on the first
     batch big enough to need it), each worker holding the run's project index."""
 
-    def __init__(self, config: Config, project: ProjectIndex | None = None) -> None:
+    def __init__(
+        self, config: Config, project: ProjectIndex | None = None, jobs: int | None = None
+    ) -> None:
         self.config = config
         self.project = project
         self.pool: ProcessPoolExecutor | None = None
-        self.serial = False
+        # --jobs: at most this many worker processes (1 works in this process); None: one
+        # per usable CPU.
+        self.workers = jobs or _usable_cpus()
+        self.serial = self.workers == 1
 
     def __enter__(self) -> JobRunner:
         return self
@@ -162,11 +178,11 @@ class JobRunner:
             return []
         work = functools.partial(process_job, config=self.config)
         outcomes: list[Outcome] = []
-        workers = min(len(jobs), _usable_cpus())
+        workers = min(len(jobs), self.workers)
         if len(jobs) > PARALLEL_THRESHOLD and workers > 1 and not self.serial:
             try:
                 pool = self._pool()
-                chunk = max(1, len(jobs) // (_usable_cpus() * 4))
+                chunk = max(1, len(jobs) // (self.workers * 4))
                 return _collect(pool.map(work, jobs, chunksize=chunk), outcomes, done)
             except BrokenProcessPool:
                 # A worker died: the jobs not yet collected run again, isolated so that the
@@ -192,7 +208,7 @@ class JobRunner:
 
     def _pool(self) -> ProcessPoolExecutor:
         if self.pool is None:
-            self.pool = self._new_pool(_usable_cpus())
+            self.pool = self._new_pool(self.workers)
         return self.pool
 
     def _new_pool(self, workers: int) -> ProcessPoolExecutor:
@@ -289,7 +305,12 @@ def _not_fixed(outcome: Outcome) -> None:
 
 
 def unified_diff(path: str, old: bytes, new: bytes) -> bytes:
-    """A `git apply`-able diff, on bytes so that any encoding and newline style survive."""
+    """A `git apply`-able diff, on bytes so that any encoding and newline style survive; for
+    a notebook, a diff of each changed cell's source."""
+    if path.endswith(".ipynb"):
+        from amp_lint.notebook_writing import notebook_diff
+
+        return notebook_diff(path, old, new)
     name = os.fsencode(path)
     lines = difflib.diff_bytes(
         difflib.unified_diff, _diff_lines(old), _diff_lines(new), b"a/" + name, b"b/" + name

@@ -159,6 +159,14 @@ class ExecutionContext:
         qualified = self.qualified_name(node)
         return self._find_class(qualified) if qualified is not None else None
 
+    def call_chain(self) -> tuple[tuple[str, int], ...]:
+        """The chain `provenance` names, as data: (path, line) of each call from the region."""
+        steps = []
+        for site in self.frame.chain:
+            path, _, line = str(site).rpartition(":")
+            steps.append((path, int(line)))
+        return tuple(steps)
+
     def provenance(self) -> str:
         """ " (via a.py:12 → a.py:40)", or why the frame is assumed to run under autocast,
         and the assumptions about values that what was just reported rests on."""

@@ -254,4 +254,5 @@ def _literal_text(node: cst.BaseExpression) -> str | None:
 
 
 def _source(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
+    """The node's code on one line: it is quoted in messages (`Trainer(precision=...)`)."""
+    return " ".join(cst.Module([]).code_for_node(node).split())

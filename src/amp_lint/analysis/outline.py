@@ -49,7 +49,10 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
 def source_text(node: cst.CSTNode, limit: int = 40) -> str:
     """The node as written, on one line, shortened for messages."""
     text = " ".join(cst.Module([]).code_for_node(node).split())
-    for spaced, tight in (("( ", "("), ("[ ", "["), (" )", ")"), (" ]", "]")):
+    # A call written one argument a line keeps its trailing comma; on one line it is noise.
+    # Only a comma that stood before a line break goes: `(4,)` is a tuple and keeps it.
+    replacements = ((", )", ")"), ("( ", "("), ("[ ", "["), (" )", ")"), (" ]", "]"))
+    for spaced, tight in replacements:
         text = text.replace(spaced, tight)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

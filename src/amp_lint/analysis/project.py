@@ -115,7 +115,9 @@ def _dotted_suffixes(absolute: str, packages: set[str]) -> list[str]:
     """The dotted names an absolute import may reach this file by: `parlai.utils.torch` for
     parlai/utils/torch.py, but not `torch` or `utils.torch` when parlai/utils/ and parlai/
     are packages (a linted `__init__.py`), whose modules only their full name reaches."""
-    stem, _ = os.path.splitext(absolute)
+    stem, extension = os.path.splitext(absolute)
+    if extension == ".ipynb":  # a notebook imports project modules; nothing imports it
+        return []
     parts = [p for p in stem.split(os.sep) if p]
     if parts and parts[-1] == "__init__":
         parts = parts[:-1]

@@ -148,6 +148,8 @@ class _Walker:
         self.names = names
         self.flow = ScalerFlow()
         self.seen: set[tuple[str, int]] = set()
+        # (kind, id(call)) -> the position in flow.hazards of the hazard reported there.
+        self.reported: dict[tuple[str, int], int] = {}
         # `scaled = scaler.scale(loss)`, per walked function: name -> the scaler.
         self.scaled_names: dict[int, dict[str, cst.BaseExpression]] = {}
         self._called_in_loops: set[str] | None = None
@@ -384,23 +386,29 @@ class _Walker:
         return replace(state, unscaled=True, stepped=True)
 
     def report(self, kind: str, call: cst.Call, state: _State, ctx: _Context) -> None:
+        """Record a hazard once. The module's code is walked before its functions, so a
+        hazard in `train()` is often met first through `if __name__ == "__main__": train()`;
+        the copy reached through the fewest calls is kept (only a direct one can be fixed)."""
         key = (kind, id(call))
-        if key in self.seen:
+        known = self.reported.get(key)
+        if known is not None and len(self.flow.hazards[known].via) <= len(ctx.via):
             return
-        self.seen.add(key)
         backwards = tuple(sorted(state.backwards, key=lambda b: b.in_callee))
-        self.flow.hazards.append(
-            ScalerHazard(
-                kind,
-                call,
-                ctx.via,
-                backwards,
-                unscaled=state.unscaled,
-                line=ctx.line if not ctx.via else None,
-                function=ctx.function,
-                path=ctx.path,
-            )
+        hazard = ScalerHazard(
+            kind,
+            call,
+            ctx.via,
+            backwards,
+            unscaled=state.unscaled,
+            line=ctx.line if not ctx.via else None,
+            function=ctx.function,
+            path=ctx.path,
         )
+        if known is not None:
+            self.flow.hazards[known] = hazard
+        else:
+            self.reported[key] = len(self.flow.hazards)
+            self.flow.hazards.append(hazard)
 
     def follow(self, call: cst.Call, state: _State, ctx: _Context) -> _State:
         if len(ctx.via) >= MAX_DEPTH:

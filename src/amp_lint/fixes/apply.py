@@ -6,21 +6,25 @@ from collections.abc import Sequence
 
 import libcst as cst
 from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.codemod.visitors import RemoveImportsVisitor
 
 from amp_lint.analysis.outline import child_nodes, small_statements, subtree_nodes
 from amp_lint.findings import Finding, Replacement
+from amp_lint.fixes.import_placement import add_module_import
 
 
 class FixConflict(Exception):
     pass
 
 
-def apply_fixes(module: cst.Module, findings: list[Finding]) -> tuple[cst.Module, list[Finding]]:
+def apply_fixes(
+    module: cst.Module, findings: list[Finding], path: str | None = None
+) -> tuple[cst.Module, list[Finding]]:
     """Apply the fixes whose edits do not overlap an earlier fix's edits.
 
     Returns the new module and the findings whose fixes were applied. Overlapping fixes are
-    left for the next pass, which re-lints the result.
+    left for the next pass, which re-lints the result. `path`, the file's, tells the
+    project's own packages from third-party ones where an added import goes.
     """
     claimed: set[int] = set()
     replacements: dict[int, Replacement] = {}
@@ -54,7 +58,7 @@ def apply_fixes(module: cst.Module, findings: list[Finding]) -> tuple[cst.Module
         new_module = module.visit(replacer)
     if not isinstance(new_module, cst.Module):
         raise FixConflict("the module itself was replaced")
-    return _fix_imports(new_module, applied), applied
+    return _fix_imports(new_module, applied, path), applied
 
 
 def _paths_to(root: cst.CSTNode, targets: set[int]) -> set[int]:
@@ -139,12 +143,13 @@ def _same_items(first: cst.With, second: cst.With) -> bool:
     return [render(i) for i in first.items] == [render(i) for i in second.items]
 
 
-def _fix_imports(module: cst.Module, applied: list[Finding]) -> cst.Module:
-    """Add the imports the fixes need and remove the ones they may have left unused.
+def _fix_imports(module: cst.Module, applied: list[Finding], path: str | None) -> cst.Module:
+    """Add the imports the fixes need, where isort would put them (import_placement), and
+    remove the ones they may have left unused.
 
     Each import is asked for once, however many fixes name it (a file of a thousand
-    `autocast()` calls names the same one a thousand times), and libcst's visitors, which
-    rebuild the whole tree, run only when there is something to do: an `import torch`
+    `autocast()` calls names the same one a thousand times), and libcst's remover, which
+    rebuilds the whole tree, runs only when there is something to do: an `import torch`
     already at the top of the module needs no adding.
     """
     needed: dict[str, None] = {}
@@ -156,14 +161,12 @@ def _fix_imports(module: cst.Module, applied: list[Finding]) -> cst.Module:
     missing = [name for name in needed if name not in _plain_imports(module)]
     if not missing and not unused:
         return module
-    context = CodemodContext()
     for module_name in missing:
-        AddImportsVisitor.add_needed_import(context, module_name)
-    for from_module, name, alias in unused:
-        RemoveImportsVisitor.remove_unused_import(context, from_module, name, alias)
-    if missing:
-        module = AddImportsVisitor(context).transform_module(module)
+        module = add_module_import(module, module_name, path)
     if unused:
+        context = CodemodContext()
+        for from_module, name, alias in unused:
+            RemoveImportsVisitor.remove_unused_import(context, from_module, name, alias)
         module = _remove_unused_imports(module, context, list(unused))
     return module
 

@@ -1,4 +1,5 @@
-"""Output formats of `amp-lint check`: text for people, JSON for tools."""
+"""Output formats of `amp-lint check` (`--output-format`), as ruff names them: `concise` and
+`full` for people; `json`, `json-lines`, `sarif`, `github`, `gitlab` and `junit` for tools."""
 
 from __future__ import annotations
 
@@ -7,6 +8,34 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from amp_lint.findings import Finding, FixSafety
+
+# `--output-format` values; `text` is accepted as the older name of `concise`.
+OUTPUT_FORMATS = ("concise", "full", "json", "json-lines", "sarif", "github", "gitlab", "junit")
+ALIASES = {"text": "concise"}
+# The formats that carry each fix's text edits (Fix.text_edits), which cost a little to make.
+TEXT_EDIT_FORMATS = frozenset({"json", "json-lines", "sarif"})
+
+# Where the rule pages (docs/rules/, made by docs.py) are read: the one base every format
+# links to. There is no public site yet, so it is the repository's docs folder.
+REPOSITORY_URL = "https://github.com/amp-lint/amp-lint"
+RULE_DOCS_URL = f"{REPOSITORY_URL}/blob/main/docs/rules/"
+
+
+def canonical_format(name: str) -> str:
+    """The format an `--output-format` value names (`text` is `concise`)."""
+    return ALIASES.get(name, name)
+
+
+def rule_url(code: str, name: str) -> str:
+    """The rule's documentation page (docs.page_name's file in RULE_DOCS_URL)."""
+    return f"{RULE_DOCS_URL}{code}-{name}.md"
+
+
+def shows_fixable(finding: Finding, unsafe_fixes: bool) -> bool:
+    """Whether the finding gets ruff's `[*]` marker: its fix is applied by `--fix` (with
+    `--unsafe-fixes`, unsafe fixes count too)."""
+    fix = finding.fix
+    return fix is not None and (unsafe_fixes or fix.safety is FixSafety.SAFE)
 
 
 @dataclass(frozen=True)
@@ -33,4 +62,14 @@ def count_by_code(findings: Iterable[Finding]) -> list[CodeCount]:
     ]
 
 
-__all__ = ["CodeCount", "count_by_code"]
+__all__ = [
+    "ALIASES",
+    "OUTPUT_FORMATS",
+    "RULE_DOCS_URL",
+    "TEXT_EDIT_FORMATS",
+    "CodeCount",
+    "canonical_format",
+    "count_by_code",
+    "rule_url",
+    "shows_fixable",
+]

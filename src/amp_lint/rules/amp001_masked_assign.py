@@ -12,9 +12,11 @@ from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import finfo_limit, method_call, to_dtype_of
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import (
+    brief,
     code,
     half_phrase,
     is_tensor_index,
+    origin_brief,
     origin_intro,
     outside_float16_range,
     passed_in,
@@ -118,11 +120,19 @@ static analysis cannot tell apart from a 1-element one."""
                 f"silently becomes {sign}; pass `torch.finfo(dtype).{which}` of that tensor's "
                 "dtype instead"
             )
-            return report_at_origin(origin, target, message)
+            summary = (
+                f"{origin_brief(origin)} is stored into a float16 tensor: it silently becomes "
+                f"{sign}; pass `torch.finfo(dtype).{which}`"
+            )
+            return report_at_origin(origin, target, message, summary)
         message = (
             f"`{code(target)} = {code(value)}` stores a constant outside the float16 range "
             f"(±65504) into a {half_phrase(dest_dtype)} tensor: it silently becomes {sign}; "
             f"use `torch.finfo({code(destination)}.dtype).{'min' if constant < 0 else 'max'}`"
+        )
+        summary = (
+            f"`{brief(f'{code(target)} = {code(value)}')}` silently stores {sign} in float16; "
+            f"use `torch.finfo({brief(destination, 20)}.dtype).{which}`"
         )
         fix = None
         if repeatable(destination):
@@ -133,7 +143,7 @@ static analysis cannot tell apart from a 1-element one."""
                 edits=(Edit(value, limit),),
                 imports=("torch",) if needs_torch else (),
             )
-        return Report(target, message, fix)
+        return Report(target, message, fix, summary=summary)
 
     def _mismatch_report(
         self,
@@ -149,6 +159,10 @@ static analysis cannot tell apart from a 1-element one."""
             f'{value_dtype.torch_name()} for the source" (index assignment is never autocast); '
             f"cast the value with `.to({code(destination)}.dtype)`"
         )
+        summary = (
+            f'`{brief(f"{code(target)} = {code(value)}", 25)}` raises "Index put requires '
+            f'... dtypes match"; use `.to({brief(destination, 20)}.dtype)`'
+        )
         fix = None
         if repeatable(destination):
             fix = Fix(
@@ -156,7 +170,7 @@ static analysis cannot tell apart from a 1-element one."""
                 "Cast the value to the destination's dtype",
                 edits=(Edit(value, to_dtype_of(value, destination)),),
             )
-        return Report(target, message, fix)
+        return Report(target, message, fix, summary=summary)
 
     def _alias_report(
         self, target: cst.Subscript, destination: cst.BaseExpression, ctx: ExecutionContext
@@ -176,12 +190,16 @@ static analysis cannot tell apart from a 1-element one."""
             '"one of the variables needed for gradient computation has been modified by an '
             'inplace operation"; add `.clone()` to the conversion'
         )
+        summary = (
+            f"`{brief(target, 20)} = ...` also writes `{brief(source, 15)}` via "
+            f'`{brief(conversion, 20)}`: "...modified by an inplace operation"; add `.clone()`'
+        )
         fix = Fix(
             FixSafety.UNSAFE,
             "Clone after the conversion",
             edits=(Edit(conversion, method_call(conversion, "clone")),),
         )
-        return Report(target, message, fix)
+        return Report(target, message, fix, summary=summary)
 
 
 def _mismatched(destination: DType, value: DType) -> bool:

@@ -13,7 +13,7 @@ from amp_lint.analysis.values import Value
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import upcast
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import code, subscript_indices
+from amp_lint.rules.common import brief, code, subscript_indices
 
 # Calls that take an index tensor, and where it is (position, keyword).
 _INDEX_METHODS = {
@@ -100,7 +100,11 @@ float32 (an fp32 island around the layer) instead."""
                 "round to the wrong index, silently; compute it in float32 (`.float()` before "
                 "the arithmetic)"
             )
-            yield Report(index, message, self._fix(value, ctx))
+            summary = (
+                f"index `{brief(index, 18)}` from {precision} rounds wrong above {limit} or when "
+                "fractional; compute it in float32"
+            )
+            yield Report(index, message, self._fix(value, ctx), summary=summary)
 
     def _indices(self, node: cst.CSTNode, ctx: ExecutionContext) -> list[cst.BaseExpression]:
         if isinstance(node, cst.Subscript):

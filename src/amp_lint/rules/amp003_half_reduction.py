@@ -12,7 +12,7 @@ from amp_lint.analysis.semantics import op_name_for_function
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import upcast
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import code, half_phrase
+from amp_lint.rules.common import brief, code, half_brief, half_phrase
 
 # Reductions whose float16 *result* overflows past 65504 (sum of 4096 values of ±300 is
 # already inf; var of ±300 data is 90000). mean/std/norm accumulate in float32 and return
@@ -99,6 +99,8 @@ def _hazard(node: cst.Call, ctx: ExecutionContext) -> Report | None:
             f"`{reduction}`: it overflows to inf for |x| > 256 even if the reduction "
             "itself runs in float32; upcast with `.float()` first",
             _fix(_square_operands(squared), "Square in float32"),
+            summary=f"`{brief(squared, 22)}` overflows to inf in float16 for |x| > 256 before "
+            f"`{reduction}`; use `.float()` first",
         )
     if reduction not in OVERFLOWING_REDUCTIONS:
         return None
@@ -110,6 +112,8 @@ def _hazard(node: cst.Call, ctx: ExecutionContext) -> Report | None:
         f"`{code(node)}` runs in {half_phrase(operand_dtype)} {where}: a result above "
         f"65504 silently becomes inf; call `.float()` before `.{reduction}()`",
         _fix([operand], "Reduce in float32"),
+        summary=f"`{brief(node, 22)}` runs in {half_brief(operand_dtype)}: above 65504 it silently "
+        f"becomes inf; call `.float()` first",
     )
 
 

@@ -16,6 +16,7 @@ from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import (
     FLOAT16_OVERFLOWING_EPS_BELOW,
     FLOAT16_ROUNDS_TO_ZERO_BELOW,
+    brief,
     code,
     half_phrase,
 )
@@ -117,6 +118,7 @@ eps rounds to 0 in float16: otherwise the quotient is bounded by 1 and 1/eps nev
                 f"the guard `{code(guard)}` is computed in {half_phrase(guard_dtype)}, "
                 f"where {eps:g} rounds to 0, so a zero denominator gives inf or NaN"
             )
+            summary = f"{eps:g} is 0 in float16: zero denominators give inf/NaN; divide in float32"
         elif rooted is None and division_dtype.may_be_float16 and not _part_of(base, numerator):
             # Not under a root: an eps float16 keeps leaves 1/root at 4096 or less, and
             # x / root overflows only for |x| > 65504 * sqrt(eps) (see `why`).
@@ -124,10 +126,15 @@ eps rounds to 0 in float16: otherwise the quotient is bounded by 1 and 1/eps nev
                 f"it divides in {half_phrase(division_dtype)} and 1/{eps:g} exceeds the "
                 "float16 maximum 65504, so a near-zero denominator gives inf"
             )
+            summary = (
+                f"1/{eps:g} > float16's max 65504: near-zero denominators give inf; "
+                "divide in float32"
+            )
         else:
             return
         message = f"`{code(node)}`: {what}; compute the division in float32 with `.float()`"
-        yield Report(node, message, _fix(numerator, base, ctx))
+        summary = f"`{brief(node, 20)}`: {summary}"
+        yield Report(node, message, _fix(numerator, base, ctx), summary=summary)
 
 
 def _check_inverse_root(
@@ -151,8 +158,12 @@ def _check_inverse_root(
         f"where {eps:g} rounds to 0, so a zero value gives an inf inverse root and inf or NaN "
         "in what it scales; compute the guard in float32 with `.float()`"
     )
+    summary = (
+        f"`{brief(node, 20)}`: {eps:g} is 0 in float16: zero values give inf; add eps in float32"
+    )
     edits = (Edit(base, upcast(base)),)
-    yield Report(node, message, Fix(FixSafety.UNSAFE, "Compute the guard in float32", edits=edits))
+    fix = Fix(FixSafety.UNSAFE, "Compute the guard in float32", edits=edits)
+    yield Report(node, message, fix, summary=summary)
 
 
 def _division(

@@ -11,6 +11,7 @@ from amp_lint.analysis.regions import AutocastRegion
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import call_in_fp32_island
 from amp_lint.rules.base import Report, Rule
+from amp_lint.rules.common import brief
 
 # Classes whose instances, and functions which, compute image metrics or perceptual losses.
 FP32_ONLY_CLASSES = frozenset(
@@ -131,7 +132,11 @@ flagged for the same float32-only design but have no runtime case of their own y
             f"`{callee}` is called under {region.describe()}: {_what_goes_wrong(callee)}; run "
             "it with `torch.autocast(..., enabled=False)` and `.float()` inputs"
         )
-        yield Report(node, message, self._fix(node, region, ctx))
+        summary = (
+            f"`{brief(callee.rsplit('.', 1)[-1], 25)}`: {_what_goes_wrong_briefly(callee)}; run "
+            "it in float32, autocast off"
+        )
+        yield Report(node, message, self._fix(node, region, ctx), summary=summary)
 
     def _fp32_only_callee(self, node: cst.Call, ctx: ExecutionContext) -> str | None:
         func = node.func
@@ -197,6 +202,16 @@ def _what_goes_wrong(callee: str) -> str:
     return (
         "metrics and perceptual losses are float32 code and return wrong values in half precision"
     )
+
+
+def _what_goes_wrong_briefly(callee: str) -> str:
+    """`_what_goes_wrong` in a summary's words."""
+    name = callee.lower()
+    if _is_lpips(callee):
+        return "its eps=1e-10 is 0 in float16, so a zero feature gives NaN"
+    if "ssim" in name or "structural" in name:
+        return "E[x²]-E[x]² cancels in half precision: wrong values"
+    return "float32 metric code returns wrong values in half precision"
 
 
 def _is_fp32_only(qualified: str, ctx: ExecutionContext, *, is_class: bool) -> bool:

@@ -18,8 +18,10 @@ from amp_lint.fixes.builders import finfo_limit, torch_name
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import (
     FLOAT16_MAX,
+    brief,
     code,
     half_phrase,
+    origin_brief,
     origin_intro,
     passed_in,
     repeatable,
@@ -76,6 +78,15 @@ class _Overflow:
     @property
     def error(self) -> str:
         return f'"value cannot be converted to type {self.type_name} without overflow"'
+
+    @property
+    def brief_error(self) -> str:
+        """`error` shortened for summaries, keeping the part that names the dtype."""
+        return f'"...{self.type_name} without overflow"'
+
+    @property
+    def precision(self) -> str:
+        return "float16" if self.is_float16 else "bfloat16"
 
     @property
     def limit(self) -> str:
@@ -190,13 +201,22 @@ uses the constant otherwise gives a false report there."""
                 f"{overflow.error}; pass `torch.finfo(dtype).{overflow.limit}` of that "
                 "tensor's dtype instead"
             )
-            return report_at_origin(origin, call.call, message)
+            summary = (
+                f"{origin_brief(origin)} raises {overflow.brief_error}; pass "
+                f"`torch.finfo(dtype).{overflow.limit}`"
+            )
+            return report_at_origin(origin, call.call, message, summary)
         message = (
             f"`{code(call.call)}` fills a {_tensor_phrase(overflow)} tensor with "
             f"{overflow.constant:.3g}, {overflow.range_text}: it raises {overflow.error}; "
             f"{_advice(reference, dtype_expr, overflow)}"
         )
-        return Report(call.call, message, _fix(value, reference, dtype_expr, overflow, ctx))
+        summary = (
+            f"`{brief(call.call, 20)}` raises {overflow.brief_error}; "
+            f"{_advice(reference, dtype_expr, overflow, briefly=True)}"
+        )
+        fix = _fix(value, reference, dtype_expr, overflow, ctx)
+        return Report(call.call, message, fix, summary=summary)
 
     def _dtype_of(self, node: cst.BaseExpression, ctx: ExecutionContext) -> DType:
         """The dtype a `dtype=` argument names: `torch.float16`, or `x.dtype`."""
@@ -230,8 +250,10 @@ uses the constant otherwise gives a false report there."""
                     continue
                 sign = "inf" if overflow.constant > 0 else "-inf"
                 what = f"every value becomes {sign} on CUDA"
+                what_briefly = what
             else:
                 what = f"it raises {overflow.error} on CPU"
+                what_briefly = f"raises {overflow.brief_error} on CPU"
                 if device == "cpu":
                     pass
                 elif pulls_out and overflow.is_float16:
@@ -245,14 +267,21 @@ uses the constant otherwise gives a false report there."""
                     f"of a {_tensor_phrase(overflow)} tensor, {overflow.range_text}: {what}; "
                     f"pass `torch.finfo(dtype).{overflow.limit}` of that tensor's dtype instead"
                 )
-                yield report_at_origin(origin, call.call, message)
+                summary = (
+                    f"{origin_brief(origin)} as a clamp bound {what_briefly}; pass "
+                    f"`torch.finfo(dtype).{overflow.limit}`"
+                )
+                yield report_at_origin(origin, call.call, message, summary)
                 continue
             message = (
                 f"`{code(call.call)}` clamps a {_tensor_phrase(overflow)} tensor to "
                 f"{keyword}={overflow.constant:.3g}, {overflow.range_text}: {what}; "
                 f"{_advice(tensor, None, overflow)}"
             )
-            yield Report(bound, message, _fix(bound, tensor, None, overflow, ctx))
+            summary = (
+                f"`{brief(call.call, 20)}`: {what_briefly}; {_advice(tensor, None, overflow, True)}"
+            )
+            yield Report(bound, message, _fix(bound, tensor, None, overflow, ctx), summary=summary)
 
     # --- where: silently ±inf --------------------------------------------------------------
 
@@ -280,7 +309,11 @@ uses the constant otherwise gives a false report there."""
                     f"becomes {sign}; pass `torch.finfo(dtype).{overflow.limit}` of that "
                     "tensor's dtype instead"
                 )
-                yield report_at_origin(origin, call.call, message)
+                summary = (
+                    f"{origin_brief(origin)} silently becomes {sign} in {overflow.precision}; "
+                    f"pass `torch.finfo(dtype).{overflow.limit}`"
+                )
+                yield report_at_origin(origin, call.call, message, summary)
                 continue
             message = (
                 f"`{code(call.call)}` mixes {overflow.constant:.3g} into a "
@@ -288,7 +321,12 @@ uses the constant otherwise gives a false report there."""
                 f"becomes {sign} (a softmax over a fully masked row is then NaN); "
                 f"{_advice(tensor, None, overflow)}"
             )
-            yield Report(constant_node, message, _fix(constant_node, tensor, None, overflow, ctx))
+            summary = (
+                f"`{brief(call.call)}`: {overflow.constant:.3g} silently becomes {sign} in "
+                f"{overflow.precision}; {_advice(tensor, None, overflow, briefly=True)}"
+            )
+            fix = _fix(constant_node, tensor, None, overflow, ctx)
+            yield Report(constant_node, message, fix, summary=summary)
 
 
 def _overflow(
@@ -333,7 +371,12 @@ def _opaque_mask_helper(call: cst.Call, ctx: ExecutionContext) -> Report | None:
             f"into: if it fills the tensor with it, as its name says, it raises "
             f"{overflow.error}; {_advice(tensors[0], None, overflow)}"
         )
-        return Report(call, message, _fix(value, tensors[0], None, overflow, ctx))
+        summary = (
+            f"`{brief(call, 22)}` likely raises {overflow.brief_error}; "
+            f"{_advice(tensors[0], None, overflow, briefly=True)}"
+        )
+        fix = _fix(value, tensors[0], None, overflow, ctx)
+        return Report(call, message, fix, summary=summary)
     return None
 
 
@@ -345,11 +388,16 @@ def _advice(
     reference: cst.BaseExpression | None,
     dtype_expr: cst.BaseExpression | None,
     overflow: _Overflow,
+    briefly: bool = False,
 ) -> str:
+
+    def quoted(node: cst.CSTNode) -> str:
+        return brief(node, 10) if briefly else code(node)
+
     if dtype_expr is not None:
-        what = f"torch.finfo({code(dtype_expr)})"
+        what = f"torch.finfo({quoted(dtype_expr)})"
     elif reference is not None:
-        what = f"torch.finfo({code(reference)}.dtype)"
+        what = f"torch.finfo({quoted(reference)}.dtype)"
     else:
         what = "torch.finfo(<dtype>)"
     return f"use `{what}.{overflow.limit}`"

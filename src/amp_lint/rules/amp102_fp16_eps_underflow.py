@@ -13,7 +13,13 @@ from amp_lint.analysis.frames import ExecutionContext
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import upcast
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import FLOAT16_ROUNDS_TO_ZERO_BELOW, code, half_phrase
+from amp_lint.rules.common import (
+    FLOAT16_ROUNDS_TO_ZERO_BELOW,
+    brief,
+    code,
+    half_brief,
+    half_phrase,
+)
 from amp_lint.rules.tensor_op_calls import OpCall, consumer, denominators, op_call
 
 _ADDS = frozenset(["add", "add_"])
@@ -35,6 +41,15 @@ _CONSEQUENCES = {
     "sqrt": "`sqrt` of it has an infinite gradient",
     "rsqrt": "`rsqrt` of it is inf",
     "reciprocal": "`reciprocal` of it is inf",
+}
+# The same, for summaries.
+_BRIEF_CONSEQUENCES = {
+    "log": "log(0) gives -inf",
+    "log2": "log2(0) gives -inf",
+    "log10": "log10(0) gives -inf",
+    "sqrt": "sqrt's gradient at 0 is inf",
+    "rsqrt": "rsqrt(0) gives inf",
+    "reciprocal": "1/0 gives inf",
 }
 
 
@@ -162,6 +177,10 @@ float32 and are fine."""
         if consequence is None:
             consequence = "whatever it guards (a log, sqrt or division) still sees 0"
         what = f"{eps:g} rounds to 0 in {half_phrase(dtype)}, so the guard does nothing"
+        briefly = (
+            f"`{brief(node, 22)}`: {eps:g} is 0 in {half_brief(dtype)}, so "
+            f"{_BRIEF_CONSEQUENCES.get(used_by or '', 'it guards nothing')}"
+        )
         if _in_place(node):
             # The result is written back into the half tensor: `.float()` would guard a copy.
             message = (
@@ -169,13 +188,14 @@ float32 and are fine."""
                 f"op cannot store eps in `{code(base)}`: compute out of place in float32 "
                 f"(`{code(base)}.float()`)"
             )
-            return Report(node, message)
+            return Report(node, message, summary=f"{briefly}; compute out of place in float32")
         message = (
             f"`{code(node)}`: {what} and where the values are 0 {consequence}; compute it in "
             f"float32 with `.float()` on `{code(base)}`"
         )
         fix = Fix(FixSafety.UNSAFE, "Compute in float32", edits=(Edit(base, upcast(base)),))
-        return Report(node, message, fix)
+        summary = f"{briefly}; compute it in float32"
+        return Report(node, message, fix, summary=summary)
 
     # --- F.normalize(x, eps=1e-12) ---------------------------------------------------------
 
@@ -206,7 +226,11 @@ float32 and are fine."""
         )
         edits = tuple(Edit(t, upcast(t)) for t, d in zip(tensors, dtypes) if d.is_half)
         fix = Fix(FixSafety.UNSAFE, "Compute in float32", edits=edits) if edits else None
-        return Report(call.call, message, fix)
+        summary = (
+            f"`{brief(call.call, 25)}`: eps={eps:g} is 0 in {half_brief(norm_dtype)}, so a zero "
+            "vector gives NaN; use `.float()` input"
+        )
+        return Report(call.call, message, fix, summary=summary)
 
 
 def _in_place(node: cst.BaseExpression) -> bool:

@@ -14,7 +14,7 @@ from amp_lint.analysis.optables import OpCategory, load_op_tables
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import to_dtype_of
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import code, repeatable, written_tensor
+from amp_lint.rules.common import brief, code, quoted_error, repeatable, written_tensor
 from amp_lint.rules.dtype_mismatch import argument, c10_name, mismatched
 
 
@@ -229,7 +229,11 @@ taken to be float32."""
                 "Cast the source to the destination's dtype",
                 edits=(Edit(source, to_dtype_of(source, tensor)),),
             )
-        return Report(node, message, fix)
+        summary = (
+            f"`{brief(node, 16)}` raises {quoted_error(error, 38)}; cast the source to "
+            f"`{brief(tensor, 12)}.dtype`"
+        )
+        return Report(node, message, fix, summary=summary)
 
     def _check_out(self, node: cst.Call, qualified: str, ctx: ExecutionContext) -> Report | None:
         out = argument(node, 99, "out")
@@ -265,7 +269,10 @@ taken to be float32."""
                 if mismatched(dtype, out_dtype)
             )
             fix = Fix(FixSafety.SAFE, "Cast the inputs to the dtype of `out`", edits=edits)
-        return Report(node, message, fix)
+        error = f'"Expected out tensor to have dtype {c10_name(result)}..."'
+        out_code = brief(out, 12)
+        summary = f"`out={out_code}` raises {error}; cast the inputs to `{out_code}.dtype`"
+        return Report(node, message, fix, summary=summary)
 
 
 def _autocast_reconciles(op: str, ctx: ExecutionContext) -> bool:

@@ -17,7 +17,7 @@ from amp_lint.analysis.outline import calls_in, positional_arguments, small_stat
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import upcast
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import code
+from amp_lint.rules.common import brief, code, quoted_error
 from amp_lint.rules.dtype_mismatch import c10_name, half_against_float32
 
 # The RuntimeError each op raises on CPU (torch 2.13) for a half input and float32 weights;
@@ -210,7 +210,11 @@ raise the same way."""
             "Cast the half operand to float32",
             edits=tuple(Edit(o.node, upcast(o.node)) for o in halves),
         )
-        yield Report(node, message, fix)
+        summary = (
+            f"`{brief(node, 16)}` raises {quoted_error(text, 44)}; use "
+            f"`{brief(half.node, 15)}.float()`"
+        )
+        yield Report(node, message, fix, summary=summary)
 
     # --- which operation, which operands ---------------------------------------------------
 

@@ -127,7 +127,13 @@ whenever the flag is true."""
             fix = _logits_fix(node, sigmoid_input, ctx)
         else:
             fix = _island_fix(node, form, region, ctx)
-        yield Report(node, message, fix)
+        called = "nn.BCELoss" if form == "module" else "binary_cross_entropy"
+        if sigmoid_input is not None:
+            instead = "`F.binary_cross_entropy_with_logits`"
+        else:
+            instead = f"`{'BCEWithLogitsLoss' if form == 'module' else '*_with_logits'}` or float32"
+        summary = f'`{called}` raises "...unsafe to autocast" on CUDA; use {instead}'
+        yield Report(node, message, fix, summary=summary)
 
 
 def _refuses(region: AutocastRegion) -> bool:

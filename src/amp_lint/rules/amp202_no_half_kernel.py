@@ -16,7 +16,7 @@ from amp_lint.analysis.regions import AutocastRegion
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import device_code_for_island, fp32_island, torch_name, upcast
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import code
+from amp_lint.rules.common import brief, code
 from amp_lint.rules.island_safety import island_changes_only_the_call
 
 
@@ -232,7 +232,11 @@ is complex, and what it meets stays complex."""
             f"{region.describe()}: {_what_goes_wrong(name, devices, region, dtype)}; call it on "
             "`.float()` input"
         )
-        yield Report(node, message, _fix(node, name, op, half, region, ctx))
+        summary = (
+            f"`{brief(display, 25)}` {_what_goes_wrong_briefly(name, devices, region, dtype)}; "
+            "use `.float()` input"
+        )
+        yield Report(node, message, _fix(node, name, op, half, region, ctx), summary=summary)
 
 
 def _op_call(
@@ -317,6 +321,18 @@ def _what_goes_wrong(name: str, devices: list[str], region: AutocastRegion, dtyp
         'for it, so it raises ("Low precision dtypes not supported" / "not implemented for '
         f"'{dtype.torch_name()}'\")"
     )
+
+
+def _what_goes_wrong_briefly(
+    name: str, devices: list[str], region: AutocastRegion, dtype: DType
+) -> str:
+    """`_what_goes_wrong` in a summary's words: the error, and where it is raised."""
+    where = "/".join(d.upper() for d in devices)
+    if _is_fft(name) and devices != ["cpu"]:
+        if region.dtype == BFLOAT16:
+            return f'raises "Unsupported dtype BFloat16" on {where}'
+        return f"in {dtype.describe()} needs power-of-two sizes on {where} (cuFFT)"
+    return f"raises \"not implemented for '{dtype.torch_name()}'\" on {where}"
 
 
 def _fix(

@@ -32,7 +32,7 @@ from amp_lint.rules.autograd_functions import (
     upcasts_inputs,
 )
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import code
+from amp_lint.rules.common import brief, code
 
 # Decorator -> the device it is fixed to (None: the `device_type=` argument says).
 _CUSTOM_FWD = {
@@ -249,7 +249,8 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
             if function.path is None
             else None
         )
-        yield Report(node, message, fix)
+        summary = _summary(function.info.name, fwd_missing, bwd_missing)
+        yield Report(node, message, fix, summary=summary)
 
     def _applied_function(self, node: cst.Call, ctx: ExecutionContext) -> _FunctionClass | None:
         """The Function class `Cls.apply(...)` (or an alias of it) applies: one of this
@@ -441,6 +442,15 @@ def _handles_dtypes(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionCont
     return any(
         ctx.value(argument).conversion is not None for _, argument in bound_arguments(forward, call)
     )
+
+
+def _summary(name: str, fwd_missing: bool, bwd_missing: bool) -> str:
+    """`_message` in one short line: which decorator is missing, what breaks, what to add."""
+    name = brief(name, 15)
+    if fwd_missing:
+        added = "`torch.amp.custom_fwd`" + ("/`custom_bwd`" if bwd_missing else "")
+        return f"`{name}.forward` lacks `custom_fwd`: backward mixes dtypes; add {added}"
+    return f"`{name}.backward` lacks `custom_bwd`: it can mix dtypes; add `torch.amp.custom_bwd`"
 
 
 def _message(

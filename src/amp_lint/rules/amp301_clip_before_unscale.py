@@ -12,8 +12,8 @@ from amp_lint.analysis.scaler_flow import ScalerFlow, ScalerHazard, function_key
 from amp_lint.analysis.scaler_names import SCALER_VOCABULARY
 from amp_lint.findings import Fix, FixSafety
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import code
-from amp_lint.rules.scaler_steps import insert_before, source, via
+from amp_lint.rules.common import brief, code
+from amp_lint.rules.scaler_steps import insert_before, source, via, via_steps
 
 
 class ClipBeforeUnscale(Rule):
@@ -122,7 +122,11 @@ ignored."""
                 "divided by the scale and the update silently shrinks; call "
                 f"`{scaler}.unscale_({optimizer})` before clipping{via(hazard, facts)}"
             )
-            yield Report(hazard.node, message, fix)
+            summary = (
+                "clipping loss-scaled gradients silently shrinks the update; call "
+                f"`{brief(scaler, 12)}.unscale_({brief(optimizer, 10)})` first"
+            )
+            yield Report(hazard.node, message, fix, via=via_steps(hazard, facts), summary=summary)
 
 
 def _step_call(hazard: ScalerHazard, flow: ScalerFlow) -> cst.Call | None:

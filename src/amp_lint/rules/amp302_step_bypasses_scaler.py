@@ -17,8 +17,14 @@ from amp_lint.analysis.scaler_flow import (
 from amp_lint.analysis.scaler_names import SCALER_VOCABULARY
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import code
-from amp_lint.rules.scaler_steps import insert_after, source, standalone_call, via
+from amp_lint.rules.common import brief, code
+from amp_lint.rules.scaler_steps import (
+    insert_after,
+    source,
+    standalone_call,
+    via,
+    via_steps,
+)
 
 
 class StepBypassesScaler(Rule):
@@ -111,7 +117,18 @@ checked, and conditions that are correlated in other ways may still be reported.
                 f"{via(hazard, facts)}"
             )
             key = (function_key(hazard.function), source(backward.scaler))
-            yield Report(hazard.node, message, _fix(hazard, facts, last[key] is hazard))
+            fix = _fix(hazard, facts, last[key] is hazard)
+            consequence_briefly = (
+                "inf/NaN steps are applied"
+                if hazard.unscaled
+                else "scaled grads, inf/NaN steps applied"
+            )
+            scaler, optimizer = brief(scaler, 12), brief(optimizer, 10)
+            summary = (
+                f"`{brief(hazard.node, 16)}` skips the GradScaler: {consequence_briefly}; use "
+                f"`{scaler}.step({optimizer})`"
+            )
+            yield Report(hazard.node, message, fix, via=via_steps(hazard, facts), summary=summary)
 
 
 def _fix(hazard: ScalerHazard, facts: ModuleFacts, last: bool) -> Fix | None:

@@ -11,7 +11,7 @@ from amp_lint.analysis.scaler_flow import ScalerHazard, module_updates, scaler_f
 from amp_lint.analysis.scaler_names import SCALER_VOCABULARY
 from amp_lint.findings import Fix, FixSafety
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import code
+from amp_lint.rules.common import brief, code, quoted_error
 from amp_lint.rules.scaler_steps import RUNTIME_ERROR, insert_after, source, standalone_call
 
 
@@ -93,7 +93,13 @@ followed by one `update()` is correct and not reported."""
                 f"`{code(hazard.node)}` runs once per training step but {what}: the second "
                 f"step raises `{RUNTIME_ERROR}`; {advice}"
             )
-            yield Report(hazard.node, message, _fix(hazard, facts))
+            scaler = brief(scaler, 10)
+            missing = "only after the loop" if hazard.detail == "after_loop" else "missing"
+            error = quoted_error(RUNTIME_ERROR.split(": ", 1)[-1], 33)
+            summary = (
+                f"`{scaler}.update()` {missing}: the next step raises {error}; call it each step"
+            )
+            yield Report(hazard.node, message, _fix(hazard, facts), summary=summary)
 
 
 def _fix(hazard: ScalerHazard, facts: ModuleFacts) -> Fix | None:

@@ -17,6 +17,7 @@ from amp_lint.analysis.training_setup import (
 )
 from amp_lint.analysis.values import Fp16Graph
 from amp_lint.rules.base import Report, Rule
+from amp_lint.rules.common import brief
 
 
 class Fp16WithoutScaler(Rule):
@@ -115,7 +116,11 @@ contains "loss"."""
             return
         if _scope(ctx).mentions("scaler"):
             return
-        yield Report(node, _message(node, _where(graph, facts)))
+        summary = (
+            f"`{brief(node, 18)}` without GradScaler: float16 grads < 6e-8 silently become 0; use "
+            "one or bfloat16"
+        )
+        yield Report(node, _message(node, _where(graph, facts)), summary=summary)
 
 
 def _scope(ctx: ExecutionContext) -> Scope:

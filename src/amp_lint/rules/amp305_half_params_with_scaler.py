@@ -21,7 +21,7 @@ from amp_lint.analysis.training_setup import (
     training_setup,
 )
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import FLOAT16_ROUNDS_TO_ZERO_BELOW
+from amp_lint.rules.common import FLOAT16_ROUNDS_TO_ZERO_BELOW, brief
 
 UNSCALE_ERROR = "ValueError: Attempting to unscale FP16 gradients."
 
@@ -144,9 +144,10 @@ assumed to be fine."""
                 ]
                 if not optimizers or _after_training(cast, scope, facts):
                     continue
-                message = _message(cast, optimizers, has_scaler, facts)
-                if message is not None:
-                    yield Report(cast.call, message)
+                texts = _message(cast, optimizers, has_scaler, facts)
+                if texts is not None:
+                    message, summary = texts
+                    yield Report(cast.call, message, summary=summary)
 
 
 def _after_training(cast: HalfCast, scope: Scope, facts: ModuleFacts) -> bool:
@@ -164,8 +165,10 @@ def _after_training(cast: HalfCast, scope: Scope, facts: ModuleFacts) -> bool:
 
 def _message(
     cast: HalfCast, optimizers: list[OptimizerCall], has_scaler: bool, facts: ModuleFacts
-) -> str | None:
+) -> tuple[str, str] | None:
+    """The message and its summary, or None when the cast does no harm."""
     cast_code = f"`{snippet(cast.call)}`"
+    cast_brief = f"`{brief(cast.call, 18)}`"
     optimizer = optimizers[0]
     optimizer_code = f"`{optimizer.class_name}` (line {facts.line_of(optimizer.call)})"
     keep = (
@@ -173,11 +176,16 @@ def _message(
         "`torch.autocast(..., dtype=torch.float16)` instead"
     )
     if has_scaler:
-        return (
+        message = (
             f"{cast_code} makes the parameters optimised by {optimizer_code} float16, and the "
             f'module\'s GradScaler raises "{UNSCALE_ERROR}" at `scaler.step`/`scaler.unscale_`; '
             f"{keep}"
         )
+        summary = (
+            f"{cast_brief}: float16 params: `step` raises "
+            f'"{UNSCALE_ERROR.split(": ", 1)[-1]}"; use autocast'
+        )
+        return message, summary
     for adam in optimizers:
         if not adam.is_adam:
             continue
@@ -190,13 +198,18 @@ def _message(
             eps_text = f"eps={snippet(eps_node)}"
         if eps is None or eps >= FLOAT16_ROUNDS_TO_ZERO_BELOW:
             continue
-        return (
+        summary = (
+            f"{cast_brief}: eps={eps:g} is 0 in `{adam.class_name}`'s float16 state: steps divide "
+            "by 0 (NaN/inf); use autocast"
+        )
+        message = (
             f"{cast_code} makes the parameters and the state of `{adam.class_name}` (line "
             f"{facts.line_of(adam.call)}) float16, where {eps_text} rounds to 0: a gradient "
             "below about 5e-3 underflows the second moment to 0 and the step divides by zero, "
             f"turning parameters into NaN or inf; {keep}, or pass an eps float16 can hold "
             "(1e-4)"
         )
+        return message, summary
     return None
 
 

@@ -100,7 +100,8 @@ made in a branch taken only for bfloat16 (`elif mixed_precision == "bf16":`, `if
         scalers = [s for s in setup.scalers if s.enabled is True]
         if scalers and _precisions(setup, facts) == {BFLOAT16}:
             for scaler in scalers:
-                yield Report(scaler.call, _message(scaler), _fix(scaler))
+                summary = f"GradScaler with bfloat16 only: {_NEEDLESS}"
+                yield Report(scaler.call, _message(scaler), _fix(scaler), summary=summary)
             return
         # A scaler made in a branch taken only for bfloat16 (`elif precision == "bf16":`),
         # also with `**kwargs` (settings that rarely disable it; no fix then: `enabled=False`
@@ -111,7 +112,8 @@ made in a branch taken only for bfloat16 (`elif mixed_precision == "bf16":`, `if
             starred = scaler.enabled is None and scaler.enabled_arg is None
             if test is not None and (scaler.enabled is True or starred):
                 fix = None if starred else _fix(scaler)
-                yield Report(scaler.call, _branch_message(scaler, test), fix)
+                summary = f"GradScaler in a bfloat16-only branch: {_NEEDLESS}"
+                yield Report(scaler.call, _branch_message(scaler, test), fix, summary=summary)
 
 
 def _precisions(setup: TrainingSetup, facts: ModuleFacts) -> set[str | None]:
@@ -130,6 +132,10 @@ def _precisions(setup: TrainingSetup, facts: ModuleFacts) -> set[str | None]:
     if mentions_float16(facts.module, facts.names):
         found.add(FLOAT16)
     return found
+
+
+# What a summary says of a GradScaler for bfloat16.
+_NEEDLESS = "needless, `step` can raise \"...for 'BFloat16'\"; pass `enabled=False`"
 
 
 def _message(scaler: ScalerCall) -> str:

@@ -26,7 +26,7 @@ from amp_lint.analysis.regions import (
     region_from_call,
 )
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import code
+from amp_lint.rules.common import brief, code
 from amp_lint.rules.parameter_collections import (
     ParameterScope,
     body_of,
@@ -197,7 +197,12 @@ class _Scan:
                 if later is None or not self._casts_cached(step, events):
                     continue
                 reported.add(id(step.node))
-                yield Report(step.node, self._message(step, later, region_text))
+                summary = (
+                    f"`{brief(step.node, 20)}` in autocast: later forwards silently use stale "
+                    "weights; end the region first"
+                )
+                message = self._message(step, later, region_text)
+                yield Report(step.node, message, summary=summary)
 
     # --- regions ---------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ rewrite of a call is fixes/amp_api.py's.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Container, Iterator
 
@@ -27,10 +28,12 @@ from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.deprecated_amp_apis import (
     DEPRECATED_API_VOCABULARY,
     DEPRECATED_PREFIXES,
+    DEPRECATED_SINCE,
     ApiUse,
     DeprecatedApi,
     UseScan,
 )
+from amp_lint.torch_version import TorchVersion, format_torch_version
 
 
 class DeprecatedAmpApi(Rule):
@@ -126,10 +129,30 @@ decorated with `@torch.cuda.amp.autocast()` and called under `torch.autocast("cu
 dtype=torch.bfloat16)`, or after `torch.set_autocast_dtype`) used to switch to float16 and,
 after the fix, keeps bfloat16. Add `dtype=` by hand where that matters.
 
-The new spellings need a recent PyTorch: `torch.amp.autocast` exists in every 2.x release,
-`torch.amp.GradScaler` since **2.3**, and `torch.amp.custom_fwd(device_type=...)` /
-`custom_bwd(device_type=...)` since **2.4**. Projects that support older releases must keep
-the old names (and ignore this rule) until they drop them.
+The new spellings need a recent PyTorch: `torch.amp.autocast` since 1.13 at the latest,
+`torch.amp.GradScaler` since 2.3, and `torch.amp.custom_fwd(device_type=...)` /
+`custom_bwd(device_type=...)` since 2.4. Say which torch your project supports with
+`torch-version = "2.1"` in `[tool.amp-lint]` or `--torch-version 2.1` (the **oldest**
+supported release, like ruff's `target-version`; without either, it is read from a
+`torch>=2.1` in the project's `[project] dependencies`, and unset means the newest torch).
+As ruff's pyupgrade rules do not report code the target Python cannot spell the new way,
+AMP401 then does not report the APIs whose replacement that torch lacks (no finding, no
+fix: the old name is the only one that works there); a bare `@torch.cuda.amp.autocast`
+decorator is still reported, as the bug it is, suggesting a spelling that release has.
+Below 2.4 the old names do not warn yet, but they do on the newer releases the project also
+supports, so the others are reported ("FutureWarning on torch >= 2.4") with the same safe
+fix. So on 2.1 only `autocast` is reported; on 2.3, `GradScaler` too; on 2.4, everything.
+
+Where these versions come from, in PyTorch's sources: `torch.cuda.amp.autocast` subclasses
+`torch.autocast_mode.autocast` in 1.10 (there is no `torch.amp` yet) and
+`torch.amp.autocast_mode.autocast` in 1.13 (`torch/cuda/amp/autocast_mode.py`, in the
+source pages of the 1.10 and 1.13 docs). `torch/cuda/amp/grad_scaler.py` holds the whole
+scaler in 2.2 and is `class GradScaler(torch.amp.GradScaler)`, "equivalent to
+`torch.amp.GradScaler("cuda", args...)`", with no warning, in 2.3 (source pages of the 2.2
+and 2.3 docs). The warnings were added by pytorch/pytorch#126062 (`autocast`) and #126527
+(`GradScaler`), and `torch.amp.custom_fwd`/`custom_bwd` with `device_type` by #126531, all
+merged in May 2024, after 2.3 (whose sources have no warning) and first released in 2.4.0
+(mit-han-lab/efficientvit#127 shows the `autocast` warning under torch 2.4.0+cu118).
 
 There is no fix for a reference that is not called (`functools.partial(torch.cuda.amp.autocast,
 dtype=...)`, `isinstance(s, torch.cuda.amp.GradScaler)`, a subclass), for an `autocast` call
@@ -166,12 +189,24 @@ hand (flake8's F401 points them out)."""
             return
         # Fallbacks for old PyTorch keep the old spelling on purpose and never run on 2.4+.
         compatibility_code = fallback_nodes(facts.module)
-        scan.uses = [use for use in scan.uses if id(use.node) not in compatibility_code]
+        target = facts.config.torch_version
+        scan.uses = [
+            use
+            for use in scan.uses
+            if id(use.node) not in compatibility_code and _reported_on(use, target)
+        ]
         torch = torch_spelling(names)
         quote = "'" if scan.single_quoted > scan.double_quoted else '"'
         exported = _ImportedElsewhere(facts)
         for use in scan.uses:
-            yield _report(use, names, torch, quote, exported)
+            yield _with_summary(_report(use, names, torch, quote, exported, target), use)
+
+
+def _reported_on(use: ApiUse, target: TorchVersion | None) -> bool:
+    """As ruff's pyupgrade rules skip what the target Python cannot spell the new way, a use
+    whose replacement the oldest supported torch lacks is not reported: the old name is the
+    only one that works there. A bare `@autocast` is a bug on every torch."""
+    return use.kind == "autocast-decorator" or use.api.replaceable_on(target)
 
 
 class _ImportedElsewhere:
@@ -203,9 +238,13 @@ def _report(
     torch: str | None,
     quote: str,
     exported: Container[str] = frozenset(),
+    target: TorchVersion | None = None,
 ) -> Report:
     api = use.api
     runtime = f'FutureWarning at run time: "{api.warning}"'
+    if target is not None and target < DEPRECATED_SINCE:
+        since = format_torch_version(DEPRECATED_SINCE)
+        runtime = f'FutureWarning on torch >= {since}: "{api.warning}"'
     if use.kind == "reference":
         return Report(
             use.node,
@@ -217,7 +256,7 @@ def _report(
             use.node,
             f"`@{api.old}` without parentheses passes the function as `enabled` and replaces "
             f"it with an autocast object (and is deprecated); write "
-            f"`@torch.amp.autocast('{api.device}')`",
+            f"`@{_decorator_fix(api, target)}`",
         )
     replacement: cst.BaseExpression | None = None
     if torch is not None:
@@ -246,12 +285,19 @@ def _report(
     )
     fix = Fix(
         FixSafety.SAFE,
-        f'Use `torch.amp.{api.name}` with device "{api.device}"',
+        f'Use `torch.amp.{api.name}` with device "{api.device}" ({api.needs})',
         edits=(Edit(use.node, replacement),),
         imports=("torch",) if torch == "torch" and "torch" not in names.bindings else (),
         unused_imports=unused,
     )
     return Report(use.node, message, fix)
+
+
+def _decorator_fix(api: DeprecatedApi, target: TorchVersion | None) -> str:
+    """The decorator a bare `@autocast` means to be, in a spelling the target torch has."""
+    if api.replaceable_on(target):
+        return f"torch.amp.autocast('{api.device}')"
+    return f"{api.old}()"
 
 
 def _by_hand(api: DeprecatedApi) -> str:
@@ -264,3 +310,21 @@ def _by_hand(api: DeprecatedApi) -> str:
             f"scalers) with `'{api.device}'` as its first argument"
         )
     return f"use `torch.amp.{api.name}` with `'{api.device}'` as its first argument"
+
+
+def _with_summary(report: Report, use: ApiUse) -> Report:
+    """The report with its one-line summary: the deprecated name, what happens, the new API."""
+    api = use.api
+    if use.kind == "reference":
+        summary = f"`{api.old}` is deprecated (calling it warns); use `torch.amp.{api.name}`"
+    elif use.kind == "autocast-decorator":
+        # The message ends with the decorator to write instead.
+        summary = (
+            f"bare `@{api.old}` makes the function an autocast object; write "
+            f"{report.message.rsplit('write ', 1)[-1]}"
+        )
+    else:
+        # "FutureWarning at run time" or "FutureWarning on torch >= 2.4", as the message says.
+        when = report.message.split(":", 1)[0]
+        summary = f'`{api.old}`: {when}; use `torch.amp.{api.name}` with "{api.device}"'
+    return dataclasses.replace(report, summary=summary)

@@ -31,6 +31,11 @@ class Report:
     # Reported in another file instead, where a constant passed into this module was
     # written (the node is then where it did harm here, for de-duplication only).
     elsewhere: Origin | None = None
+    # The message shortened to one line of about 100 characters: what goes wrong at run time
+    # and the fix, with the code quoted briefly (`common.brief`).
+    summary: str = ""
+    # The calls from the autocast region to here, (path, line) each; the message names them.
+    via: tuple[tuple[str, int], ...] = ()
 
 
 class Rule:
@@ -51,6 +56,10 @@ class Rule:
     # check_module runs only on sources containing one of these byte strings (empty: always).
     # Module-wide analyses cost more than the rest of the lint; most files cannot need them.
     vocabulary: ClassVar[tuple[bytes, ...]] = ()
+    # Whether the rule is about code that misbehaves at run time, so that `amp-lint verify`
+    # runs its examples and its docs page shows their runtime evidence (not so for AMP900,
+    # which reports amp-lint's own noqa comments).
+    runtime_evidence: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)

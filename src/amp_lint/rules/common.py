@@ -27,6 +27,11 @@ def half_phrase(dtype: DType) -> str:
     return "float16 (when the autocast dtype is float16)"
 
 
+def half_brief(dtype: DType) -> str:
+    """`half_phrase` for summaries: the hedge in fewer words."""
+    return "float16" if dtype.is_float16 else "float16 (if autocast is)"
+
+
 def outside_float16_range(constant: float | None) -> bool:
     return constant is not None and math.isfinite(constant) and abs(constant) > FLOAT16_MAX
 
@@ -34,6 +39,19 @@ def outside_float16_range(constant: float | None) -> bool:
 def code(node: cst.CSTNode) -> str:
     """The node as written, on one line (messages are one line), shortened."""
     return source_text(node)
+
+
+# Summaries quote code shorter than messages do: a summary is meant to fit, with its path,
+# in a line of about 160 columns.
+BRIEF_LIMIT = 30
+
+
+def brief(code_or_node: cst.CSTNode | str, limit: int = BRIEF_LIMIT) -> str:
+    """Code for a summary: on one line and at most `limit` characters ("x.masked_fill(m...")."""
+    if not isinstance(code_or_node, str):
+        return source_text(code_or_node, limit)
+    text = " ".join(code_or_node.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def repeatable(node: cst.BaseExpression) -> bool:
@@ -69,12 +87,22 @@ def origin_intro(origin: Origin, sink: cst.CSTNode, ctx: ExecutionContext) -> st
     )
 
 
-def report_at_origin(origin: Origin, sink: cst.CSTNode, message: str) -> Report:
+def quoted_error(error: str, limit: int = 45) -> str:
+    """A runtime error's text for a summary: its start, as PyTorch words it, in quotes."""
+    return f'"{brief(error, limit)}"'
+
+
+def origin_brief(origin: Origin) -> str:
+    """ "`-1e20` passed to `replace_masked_values`", for summaries."""
+    return f"`{brief(origin.text, 15)}` passed to `{brief(origin.callee, 20)}`"
+
+
+def report_at_origin(origin: Origin, sink: cst.CSTNode, message: str, summary: str) -> Report:
     """A report placed where the constant was passed, which is where it must be fixed; no
     fix is offered there (the right value depends on the tensor the callee fills)."""
     if origin.node is not None:
-        return Report(origin.node, message)
-    return Report(sink, message, elsewhere=origin)
+        return Report(origin.node, message, summary=summary)
+    return Report(sink, message, elsewhere=origin, summary=summary)
 
 
 def written_tensor(node: cst.BaseExpression) -> cst.BaseExpression:

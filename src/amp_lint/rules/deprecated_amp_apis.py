@@ -12,6 +12,17 @@ import libcst as cst
 
 from amp_lint.analysis.names import ModuleNames
 from amp_lint.analysis.outline import child_nodes
+from amp_lint.torch_version import TorchVersion, format_torch_version
+
+# The first torch release with each replacement, and the one where the old names started to
+# warn. Evidence, from PyTorch's own sources, is on AMP401's page (`DeprecatedAmpApi.fix_safety`).
+REPLACEMENT_SINCE: dict[str, TorchVersion] = {
+    "autocast": (1, 13),  # torch.amp.autocast (as torch.autocast since 1.10)
+    "GradScaler": (2, 3),  # torch.amp.GradScaler(device, ...)
+    "custom_fwd": (2, 4),  # torch.amp.custom_fwd(device_type=...)
+    "custom_bwd": (2, 4),
+}
+DEPRECATED_SINCE: TorchVersion = (2, 4)
 
 
 @dataclass(frozen=True)
@@ -24,6 +35,19 @@ class DeprecatedApi:
     @property
     def old(self) -> str:
         return f"torch.{self.device}.amp.{self.name}"
+
+    @property
+    def replacement_since(self) -> TorchVersion:
+        return REPLACEMENT_SINCE[self.name]
+
+    @property
+    def needs(self) -> str:
+        """The torch the replacement needs, as a message says it: "torch >= 2.3"."""
+        return f"torch >= {format_torch_version(self.replacement_since)}"
+
+    def replaceable_on(self, target: TorchVersion | None) -> bool:
+        """Whether every torch from `target` on has the replacement (unset: the newest)."""
+        return target is None or target >= self.replacement_since
 
     @property
     def device_is_keyword(self) -> bool:

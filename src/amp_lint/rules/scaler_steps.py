@@ -23,6 +23,11 @@ def via(hazard: ScalerHazard, facts: ModuleFacts) -> str:
     return " (via " + " → ".join(f"{facts.path}:{facts.line_of(c)}" for c in hazard.via) + ")"
 
 
+def via_steps(hazard: ScalerHazard, facts: ModuleFacts) -> tuple[tuple[str, int], ...]:
+    """The chain `via` names, as data: (path, line) of each call."""
+    return tuple((facts.path, facts.line_of(call)) for call in hazard.via)
+
+
 def standalone_call(hazard: ScalerHazard) -> cst.SimpleStatementLine | None:
     """The hazard's line when the call is the whole of it (`opt.step()` on its own line)."""
     line = hazard.line
