@@ -141,7 +141,7 @@ def test_verify_without_torch_says_how_to_install_it(tmp_path: Path) -> None:
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 2
-    assert "pip install 'amp-lint[verify]'" in result.stderr
+    assert "pip install './amp-lint[verify]'" in result.stderr
     assert not (tmp_path / "amp-lint-verify.json").exists()
 
 

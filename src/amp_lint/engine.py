@@ -287,15 +287,15 @@ class RuleObserver:
 
 
 def _evidence_rank(report: Report, ctx: ExecutionContext) -> tuple[int, ...]:
-    """Lower is better: a fix, then code seen where it is (first without an assumption about
-    where it runs, then under one: a library-mode forward is described as such rather than as
-    reached from another assumed forward), then through the shortest chain of calls; fewer
-    assumptions about values."""
+    """Lower is better: a fix; then evidence that rests on no assumption about where the code
+    runs (a frame reached from an assumed one inherits its assumption); then the shortest
+    chain of calls, so that code seen where it is beats the same code reached through a call;
+    then fewer assumptions about values."""
     frame = ctx.frame
     return (
         report.fix is None,
-        len(frame.chain),
         frame.assumption is not None,
+        len(frame.chain),
         len(ctx.assumptions_used),
     )
 

@@ -33,7 +33,7 @@ def with_text_edits(module: cst.Module, findings: list[Finding], path: str) -> l
         fix = finding.fix
         if fix is not None and fix.edits and finding.path == path:
             if printed is None:  # printed once, only for a file with something to fix
-                printed = _PrintedModule(module)
+                printed = _PrintedModule(module, path)
             edits = printed.edits_of(finding)
             finding = replace(finding, fix=replace(fix, text_edits=edits))
         result.append(finding)
@@ -46,8 +46,9 @@ class _PrintedModule:
     only the changed ones are printed and compared: printing the whole module for each fix
     cost more than analysing it."""
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, path: str) -> None:
         self.module = module
+        self.path = path  # where the file is decides which imports are first-party
         self.pieces = {id(statement): module.code_for_node(statement) for statement in module.body}
         self.header_lines = sum(_line_count(module.code_for_node(h)) for h in module.header)
         self.first_lines: list[int] = []
@@ -63,7 +64,7 @@ class _PrintedModule:
         from amp_lint.fixes.apply import FixConflict, apply_fixes
 
         try:
-            fixed, applied = apply_fixes(self.module, [finding])
+            fixed, applied = apply_fixes(self.module, [finding], self.path)
         except FixConflict:
             return ()
         if not applied:

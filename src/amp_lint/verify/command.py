@@ -67,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         print(
             "amp-lint verify: needs PyTorch, which is not installed here "
-            "(pip install 'amp-lint[verify]', or install torch for your platform)",
+            "(install torch for your platform, or the `verify` extra from the clone: "
+            "pip install './amp-lint[verify]')",
             file=sys.stderr,
         )
         return EXIT_ERROR
