@@ -22,7 +22,7 @@ A failure is narrowed down to one file (bisecting the batch when the run as a wh
 shrunk line by line for a few seconds, and written with the error and the command to a folder
 the failure message names.
 
-Default: 300 generated programs and 600 mutants, fixed seeds. Environment:
+Default: 100 generated programs and 200 mutants (one batch each), fixed seeds. Environment:
 
 * `AMP_LINT_FUZZ_EXAMPLES=N`: N programs in all (a third generated), e.g. 20000 for a long run;
 * `AMP_LINT_FUZZ_SEED=S`: other seeds (the default run is always the same programs);

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from runners import AMP_LINT
 
-DEFAULT_EXAMPLES = 900
+# The suite's share: one batch of each kind (a long run is AMP_LINT_FUZZ_EXAMPLES=N).
+DEFAULT_EXAMPLES = 300
 EXAMPLES = int(os.environ.get("AMP_LINT_FUZZ_EXAMPLES", DEFAULT_EXAMPLES))
 SEED_OVERRIDE = os.environ.get("AMP_LINT_FUZZ_SEED")
 SEED = int(SEED_OVERRIDE) if SEED_OVERRIDE else 0
@@ -27,8 +28,8 @@ GENERATED = EXAMPLES // 3
 MUTANTS = EXAMPLES - GENERATED
 LONG_RUN = EXAMPLES > DEFAULT_EXAMPLES
 BATCH_SIZE = 200
-# The fix step (the slowest) runs on every other batch by default, on every batch in long runs.
-FIX_EVERY = 1 if LONG_RUN else 2
+# The fix step (the slowest) runs on every batch.
+FIX_EVERY = 1
 # Seconds a run of amp-lint may take: a batch of small files takes a few seconds.
 TIMEOUT_S = 240
 # Seconds spent narrowing down and shrinking each distinct failure, and in all.
