@@ -12,22 +12,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from amp_lint.config import Config
-from amp_lint.files import has_amp_vocabulary
+from amp_lint.files import AMP_VOCABULARY, has_amp_vocabulary
 from amp_lint.formats.text import plural
 
 # What turns half precision on somewhere in a program: an autocast region, a GradScaler, a
 # half cast or dtype, a custom_fwd, a deprecated AMP namespace, a framework's precision
 # setting. Without any of these, no rule has a region to reason about.
+# The AMP vocabulary less the words that only use what another file set up (a custom_bwd, a
+# scaler handed in), plus the frameworks' precision settings.
 MIXED_PRECISION_WORDS = (
-    b"autocast",
-    b"GradScaler",
-    b"custom_fwd",
-    b".half(",
-    b"torch.half",
-    b"float16",
-    b"cuda.amp",
-    b"cpu.amp",
-    b"torch.amp",
+    *(word for word in AMP_VOCABULARY if word not in (b"custom_bwd", b"scaler.")),
     b"precision=",
     b"fp16",
     b"bf16",
