@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -117,11 +118,13 @@ def assert_parses(code: bytes, name: str) -> None:
 
 @pytest.mark.parametrize("source", BAD)
 def test_cli_output_is_expected(source: Path) -> None:
-    result = amp_lint(source.parent, "check", "--select", code_of(source.parent), source.name)
-    assert result.returncode in (0, 1), result.stderr
-    assert result.stdout, f"{source.name} has no {code_of(source.parent)} finding"
-    assert result.returncode == 1
-    expect_bytes(sibling(source, ".expected"), result.stdout.encode())
+    status, stdout, stderr = folder_run(source.parent, "bad")
+    assert status == 1, stderr
+    lines = [
+        line for line in stdout.splitlines(keepends=True) if line.startswith(f"{source.name}:")
+    ]
+    assert lines, f"{source.name} has no {code_of(source.parent)} finding"
+    expect_bytes(sibling(source, ".expected"), "".join(lines).encode())
 
 
 @pytest.mark.parametrize("source", BAD)
@@ -196,25 +199,45 @@ def folder_findings(folder: Path) -> list[dict[str, object]]:
 
 
 @functools.cache
-def good_files_run(folder: Path) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of one `amp-lint check` over the folder's good files;
-    a finding in any of them is printed with its file's name."""
-    names = [path.name for path in sources(folder, "good")]
+def folder_run(folder: Path, prefix: str) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of one `amp-lint check --select CODE` over the folder's
+    bad (or good) files: each finding line names its file, and a file's lines are what a run
+    on it alone prints (the fixture files do not import one another). Cached per worker."""
+    names = [path.name for path in sources(folder, prefix)]
     result = amp_lint(folder, "check", "--select", code_of(folder), *names)
     return result.returncode, result.stdout, result.stderr
 
 
 @pytest.mark.parametrize("source", BAD)
-def test_diff_writes_nothing(source: Path, tmp_path: Path) -> None:
-    copy = tmp_path / source.parent.name
-    shutil.copytree(source.parent, copy)
-    result = amp_lint(
-        copy, "check", "--select", code_of(source.parent), "--diff", "--unsafe-fixes", source.name
-    )
-    assert (copy / source.name).read_bytes() == source.read_bytes()
+def test_diff_writes_nothing(source: Path) -> None:
+    diffs, unchanged = folder_diff(source.parent)
+    assert source.name in unchanged, f"--diff wrote {source.name}"
     has_fix = sibling(source, ".fixed.py").exists()
-    assert result.returncode == (1 if has_fix else 0), result.stderr
-    assert result.stdout.startswith(f"--- a/{source.name}\n") if has_fix else not result.stdout
+    assert (source.name in diffs) == has_fix, diffs.keys()
+
+
+@functools.cache
+def folder_diff(folder: Path) -> tuple[dict[str, str], frozenset[str]]:
+    """One `--diff --unsafe-fixes` run over a copy of the folder's bad files: each file's diff
+    by name, and the names of the files it left as they were (all of them, if --diff writes
+    nothing). The exit status is 1 when some file would change, 0 otherwise."""
+    with tempfile.TemporaryDirectory(prefix="amp-lint-diff-") as directory:
+        copy = Path(directory) / folder.name
+        shutil.copytree(folder, copy)
+        names = [path.name for path in sources(folder, "bad")]
+        result = amp_lint(
+            copy, "check", "--select", code_of(folder), "--diff", "--unsafe-fixes", *names
+        )
+        unchanged = frozenset(
+            n for n in names if (copy / n).read_bytes() == (folder / n).read_bytes()
+        )
+    diffs: dict[str, str] = {}
+    for section in re.split(r"(?m)^(?=--- a/)", result.stdout):
+        if section:
+            diffs[section.split("\n", 1)[0].removeprefix("--- a/")] = section
+    would_change = any(sibling(folder / n, ".fixed.py").exists() for n in names)
+    assert result.returncode == (1 if would_change else 0), result.stderr
+    return diffs, unchanged
 
 
 # good files
@@ -222,7 +245,7 @@ def test_diff_writes_nothing(source: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("source", GOOD)
 def test_good_file_has_no_findings(source: Path) -> None:
-    status, stdout, stderr = good_files_run(source.parent)
+    status, stdout, stderr = folder_run(source.parent, "good")
     assert [line for line in stdout.splitlines() if line.startswith(f"{source.name}:")] == []
     assert (status, stdout) == (0, ""), stdout
     count = len(sources(source.parent, "good"))
