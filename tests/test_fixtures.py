@@ -85,15 +85,6 @@ def expect_bytes(path: Path, actual: bytes | None) -> None:
         assert actual == expected
 
 
-def fixed_copy(source: Path, tmp_path: Path, *flags: str) -> tuple[bytes, str]:
-    """Run `check --fix <flags>` on a copy of the fixture folder: (new bytes, stderr)."""
-    copy = tmp_path / source.parent.name
-    shutil.copytree(source.parent, copy)
-    result = amp_lint(copy, "check", "--select", code_of(source.parent), *flags, source.name)
-    assert result.returncode in (0, 1), result.stderr
-    return (copy / source.name).read_bytes(), result.stderr
-
-
 @functools.cache
 def flake8_lines(folder: Path) -> dict[str, list[str]]:
     """flake8's lines for each bad and good file of the folder, by file name, from one flake8

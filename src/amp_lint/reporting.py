@@ -51,13 +51,14 @@ def report_findings(
         print_fix_summary(outcomes, args)
     elif remaining:
         _print_found_summary(remaining, args)
-    if checked is not None and not remaining and not any(outcome.fixed for outcome in outcomes):
+    fixed = any(outcome.fixed for outcome in outcomes)
+    if checked is not None and not remaining and not fixed:
         _print_checked_summary(*checked, args, reporter)
     status = exit_status(remaining, args, reporter)
-    fixed = any(outcome.fixed for outcome in outcomes)
-    if status == EXIT_CLEAN and fixed and args.fix and not args.exit_zero:
-        # --exit-non-zero-on-fix: a fix is a change to review, as in ruff.
-        return EXIT_FINDINGS if getattr(args, "exit_non_zero_on_fix", False) else status
+    # --exit-non-zero-on-fix: a fix is a change to review, as in ruff.
+    fix_fails = args.fix and getattr(args, "exit_non_zero_on_fix", False) and not args.exit_zero
+    if status == EXIT_CLEAN and fixed and fix_fails:
+        return EXIT_FINDINGS
     return status
 
 
