@@ -29,7 +29,7 @@ from amp_lint.formats.output import choose_output, needs_text_edits
 from amp_lint.notebook_run import lint_notebook_input
 from amp_lint.notebooks import is_notebook
 from amp_lint.progress import Progress
-from amp_lint.project_run import RunOptions, default_cache_directory
+from amp_lint.project_run import RunOptions, cache_directory
 from amp_lint.reporting import (
     EXIT_CLEAN,
     EXIT_ERROR,
@@ -44,7 +44,7 @@ from amp_lint.reporting import (
 from amp_lint.runner import Job, Outcome, run_jobs, write_fixes
 from amp_lint.warm_run import lint_paths
 
-SUBCOMMANDS = ("check", "rules", "rule", "verify", "clean")
+SUBCOMMANDS = ("check", "rules", "rule", "verify", "clean", "server")
 STDIN = "-"
 
 
@@ -223,6 +223,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     clean.set_defaults(run=cache_clean.run)
     cache_clean.add_arguments(clean)
+    server = subcommands.add_parser(
+        "server",
+        help="run the language server on stdio (needs the lsp extra)",
+        description="Run amp-lint as a Language Server Protocol server on stdin/stdout, for "
+        "editors: diagnostics, quick fixes and hovers over the workspace as a project. Needs "
+        "`pip install 'amp-lint[lsp]'`. See docs/editors.md.",
+    )
+    server.set_defaults(run=_run_server)
     return parser
 
 
@@ -293,15 +301,7 @@ def _run_check(args: argparse.Namespace) -> int:
 
 
 def _cache_directory(args: argparse.Namespace, config: Config) -> Path | None:
-    """--cache-dir, else AMP_LINT_CACHE_DIR, else the default; None with --no-cache or
-    AMP_LINT_NO_CACHE set."""
-    if args.no_cache or os.environ.get("AMP_LINT_NO_CACHE"):
-        return None
-    if args.cache_dir is not None:
-        return Path(args.cache_dir)
-    if os.environ.get("AMP_LINT_CACHE_DIR"):
-        return Path(os.environ["AMP_LINT_CACHE_DIR"])
-    return default_cache_directory(config)
+    return cache_directory(config, disabled=args.no_cache, given=args.cache_dir)
 
 
 def _job(path: str, source: bytes, args: argparse.Namespace) -> Job:
@@ -375,6 +375,17 @@ def _verify_command() -> ModuleType:
 def _run_verify(args: argparse.Namespace) -> int:
     status: int = _verify_command().run(args)
     return status
+
+
+def _run_server(args: argparse.Namespace) -> int:
+    try:
+        from amp_lint.lsp.server import main as serve
+    except ImportError as error:  # the lsp extra is not installed
+        Reporter().error(
+            f"`amp-lint server` needs pygls and lsprotocol ({error}): pip install 'amp-lint[lsp]'"
+        )
+        return EXIT_ERROR
+    return serve()
 
 
 def _run_rule(args: argparse.Namespace) -> int:

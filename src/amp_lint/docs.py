@@ -16,13 +16,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from amp_lint.evidence import Report, claims_page, evidence_index, load_reports, rule_evidence
+from amp_lint.evidence import (
+    Report,
+    claims_page,
+    evidence_index,
+    evidence_summaries,
+    load_reports,
+    rule_evidence,
+)
 from amp_lint.rules import Rule, all_rules
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parents[2] / "docs"
 RULES_DIR = "rules"
 EVIDENCE_DIR = "evidence"
 INDEX_NAME = f"{RULES_DIR}/README.md"
+# Relative to docs/: each rule's evidence in one line, installed with the package for the
+# language server's hover (docs/ is not installed).
+PACKAGE_EVIDENCE = "../src/amp_lint/data/evidence.json"
 _PAGE_NAME = re.compile(r"^AMP\d{3}-.+\.md$")
 
 # Rules state their fixes' safety in `fix_safety` prose with bold **safe** / **unsafe**, and
@@ -140,6 +150,9 @@ def render_all(rules: Sequence[type[Rule]], docs: Path = DEFAULT_OUTPUT) -> dict
     pages[INDEX_NAME] = render_index(rules)
     pages[f"{EVIDENCE_DIR}/README.md"] = evidence_index(reports, docs / EVIDENCE_DIR)
     pages["claims.md"] = claims_page(reports)
+    pages[PACKAGE_EVIDENCE] = evidence_summaries(
+        [rule.code for rule in rules if rule.runtime_evidence], reports
+    )
     return pages
 
 

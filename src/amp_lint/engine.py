@@ -29,7 +29,6 @@ from amp_lint.analysis.project import (
 )
 from amp_lint.analysis.values import Origin
 from amp_lint.config import Config
-from amp_lint.files import read_source
 from amp_lint.findings import Finding, FixSafety
 from amp_lint.first_pass import code_token_count
 from amp_lint.parse_guard import refused_by_cpython
@@ -357,7 +356,7 @@ class ProjectLoader:
 
     def _load(self, path: str) -> Interpreter | None:
         try:
-            source = read_source(path)
+            source = self.project.source(path)
             module = parse_source(source, path)
         except (OSError, SourceError):
             return None  # its own analysis reports the problem

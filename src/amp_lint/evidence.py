@@ -98,6 +98,30 @@ def rule_evidence(code: str, reports: Sequence[Report], docs_prefix: str) -> str
     return "\n".join([*intro, "", *lines])
 
 
+def evidence_summary(code: str, reports: Sequence[Report]) -> str:
+    """One line on a rule's runtime evidence, for the language server's hover."""
+    rows = [(report, row) for report in reports for row in report.rows if row["rule"] == code]
+    if not rows:
+        return f"No run has reproduced this hazard yet (`amp-lint verify --select {code}`)."
+    runs = sorted(
+        {f"{row['device']} {row['dtype']} (torch {report.torch})" for report, row in rows}
+    )
+    documented = sum(1 for _, row in rows if row["ok"])
+    shown = next((row for _, row in rows if row["ok"] and row["bad"]["kind"] != "clean"), None)
+    shown = shown or rows[0][1]
+    return (
+        f"Measured: the bad example gives {_outcome(shown['bad'])}, the fixed one "
+        f"{_outcome(shown['fixed'])}; {documented} of {len(rows)} case runs as documented, "
+        f"on {', '.join(runs)}."
+    )
+
+
+def evidence_summaries(codes: Sequence[str], reports: Sequence[Report]) -> str:
+    """evidence_summary of each rule, as the JSON the package installs."""
+    summaries = {code: evidence_summary(code, reports) for code in codes}
+    return json.dumps(summaries, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
+
+
 def evidence_index(reports: Sequence[Report], directory: Path) -> str:
     """docs/evidence/README.md; a report's `<name>-pytest.log` beside it (the GPU machines' run
     of the torch-only tests) is linked."""

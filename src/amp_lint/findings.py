@@ -37,6 +37,9 @@ class TextEdit:
     end_line: int
     end_column: int
     content: str
+    # In a notebook: the cell (1-based over all cells) whose lines `line` and `end_line`
+    # count; a fix's edits may be in another cell than its finding (an added import).
+    cell: int | None = None
 
 
 @dataclass(frozen=True)

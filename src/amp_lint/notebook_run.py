@@ -126,9 +126,9 @@ def in_cell(finding: Finding, notebook: Notebook) -> Finding:
 
 def _edit_in_cell(edit: TextEdit, notebook: Notebook) -> TextEdit:
     """Rows counted in the cell, as the finding's line is."""
-    _, line = notebook.position(edit.line)
+    cell, line = notebook.position(edit.line)
     _, end_line = notebook.position(edit.end_line)
-    return replace(edit, line=line, end_line=end_line)
+    return replace(edit, line=line, end_line=end_line, cell=cell)
 
 
 def _lines_in_cells(message: str, path: str, notebook: Notebook) -> str:

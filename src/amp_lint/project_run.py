@@ -14,8 +14,10 @@ Results are cached per (file, context), so a re-run on unchanged files parses no
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from amp_lint.analysis.imports import ImportGraph
@@ -27,6 +29,7 @@ from amp_lint.analysis.project import (
     ProjectIndex,
     dispatch_key,
 )
+from amp_lint.analysis.project_memo import ProjectMemo
 from amp_lint.cache import DEFAULT_DIRECTORY, ResultCache, digest
 from amp_lint.config import Config
 from amp_lint.files import round_zero_vocabulary
@@ -51,6 +54,11 @@ class RunOptions:
     # Give each fix its text edits (Fix.text_edits): asked for by the JSON and SARIF formats.
     text_edits: bool = False
     jobs: int | None = None  # worker processes (--jobs); None: one per CPU
+    # Paths whose source is an editor's unsaved text, not the disk's (the language server):
+    # analyses reading another linted file read it from the run's sources.
+    unsaved: frozenset[str] = frozenset()
+    # With `fix`: fix only these files (the language server's document); None: every file.
+    fix_only: frozenset[str] | None = None
     progress: Progress = field(default_factory=Progress)  # silent unless given a stream
 
 
@@ -81,14 +89,38 @@ def default_cache_directory(config: Config) -> Path:
     return Path(config.root) / (config.cache_dir or DEFAULT_DIRECTORY)
 
 
-def lint_project(sources: dict[str, bytes], config: Config, options: RunOptions) -> ProjectResult:
-    """One Outcome per file with findings, fixes or an error, in the order of `sources`."""
+def cache_directory(
+    config: Config, *, disabled: bool = False, given: str | None = None
+) -> Path | None:
+    """`given` (--cache-dir), else AMP_LINT_CACHE_DIR, else the default; None when `disabled`
+    (--no-cache) or AMP_LINT_NO_CACHE is set."""
+    if disabled or os.environ.get("AMP_LINT_NO_CACHE"):
+        return None
+    if given is not None:
+        return Path(given)
+    if os.environ.get("AMP_LINT_CACHE_DIR"):
+        return Path(os.environ["AMP_LINT_CACHE_DIR"])
+    return default_cache_directory(config)
+
+
+def lint_project(
+    sources: dict[str, bytes],
+    config: Config,
+    options: RunOptions,
+    memo: ProjectMemo | None = None,
+) -> ProjectResult:
+    """One Outcome per file with findings, fixes or an error, in the order of `sources`.
+    `memo` carries facts about unchanged files from the previous run over the same project
+    (project_memo.py)."""
     # Notebooks are analysed as the Python module of their code cells, reported as notebooks.
     notebooks = NotebookSources.split(sources)
     sources = notebooks.python
-    project = ProjectIndex.from_paths(sources)
+    memo = memo or ProjectMemo()
+    unsaved = {path: sources[path] for path in options.unsaved if path in sources}
+    project = memo.project(sources, unsaved)
     cache = ResultCache(options.cache_directory) if options.cache_directory else None
     run = _Rounds(sources, config, project, cache, options.first_pass, options.text_edits)
+    run.memo = memo
     run.progress = options.progress
     try:
         with JobRunner(config, project, options.jobs) as runner:
@@ -96,7 +128,7 @@ def lint_project(sources: dict[str, bytes], config: Config, options: RunOptions)
             run.run()
             outcomes = run.outcomes()
             if options.fix:
-                outcomes = run.fix(outcomes, unsafe=options.unsafe)
+                outcomes = run.fix(outcomes, unsafe=options.unsafe, only=options.fix_only)
     finally:
         options.progress.clear()
     return ProjectResult(notebooks.restore(outcomes), run.parsed)
@@ -126,6 +158,7 @@ class _Rounds:
         self.imports: ImportGraph | None = None
         self.parsed = 0
         self.progress = Progress()
+        self.memo = ProjectMemo()
         self.round = 0
         # Everything a cached result depends on besides the file and its context.
         self.fingerprint = digest(
@@ -137,7 +170,7 @@ class _Rounds:
         first = [
             self._job(path, ProjectContext(), first_pass=self.first_pass)
             for path, source in self.sources.items()
-            if any(word in source for word in vocabulary)
+            if self.memo.fact(path, source, vocabulary, partial(_mentions_any, source, vocabulary))
         ]
         outcomes = self._run(first)
         # A file analysed from its own roots applied its own and the configured assumptions.
@@ -196,7 +229,7 @@ class _Rounds:
 
     def _imports(self) -> ImportGraph:
         if self.imports is None:
-            self.imports = ImportGraph(self.sources, self.project)
+            self.imports = ImportGraph(self.sources, self.project, self.memo)
         return self.imports
 
     def _destinations(self, assumption: ClassAssumption) -> list[str]:
@@ -204,15 +237,19 @@ class _Rounds:
             return [assumption.path] if assumption.path in self.sources else []
         if assumption.near is not None:
             program = self._imports().program(assumption.near)
-            words = [f"def {method}".encode() for method in assumption.methods]
-            found = [p for p in sorted(program) if any(w in self.sources[p] for w in words)]
+            words = tuple(f"def {method}".encode() for method in assumption.methods)
+            found = [p for p in sorted(program) if self._mentions(p, words)]
             return found if len(found) <= MAX_DISPATCH_TARGETS else []
-        names = [name.encode() for name in assumption.class_names]
-        naming = {p for p, source in self.sources.items() if any(n in source for n in names)}
+        names = tuple(name.encode() for name in assumption.class_names)
+        naming = {p for p in self.sources if self._mentions(p, names)}
         # Subclasses of their classes (`class Model(BaseModel)`, BaseModel a LightningModule
         # in another file) are in files importing them.
         subclassing = self._imports().importers(naming) if naming else set()
         return sorted(p for p in subclassing if b"class " in self.sources[p])
+
+    def _mentions(self, path: str, words: tuple[bytes, ...]) -> bool:
+        source = self.sources[path]
+        return self.memo.fact(path, source, words, partial(_mentions_any, source, words))
 
     def _absorb(self, outcomes: Iterable[Outcome]) -> dict[str, list[EntryContext]]:
         """Record findings and errors; return the entries not analysed yet, by file."""
@@ -283,11 +320,18 @@ class _Rounds:
 
     def _source_digest(self, path: str) -> str:
         if path not in self.source_digests:
-            self.source_digests[path] = digest(self.sources.get(path, b""))
+            source = self.sources.get(path, b"")
+            remembered = self.memo.fact(path, source, "digest", partial(digest, source))
+            self.source_digests[path] = remembered
         return self.source_digests[path]
 
     def _key(self, job: Job) -> str:
-        return digest(self.fingerprint, job.path, job.source, repr(job.context))
+        source = (
+            self._source_digest(job.path)
+            if job.source is self.sources.get(job.path)
+            else digest(job.source)
+        )
+        return digest(self.fingerprint, job.path, source, repr(job.context))
 
     def outcomes(self) -> list[Outcome]:
         found = []
@@ -312,12 +356,17 @@ class _Rounds:
         rules = known_rules()
         return unused_noqa(path, self.sources[path], state.suppressed, enabled, rules)
 
-    def fix(self, outcomes: list[Outcome], *, unsafe: bool) -> list[Outcome]:
-        """Fix each file that has a fix to apply, in everything the rounds found for it."""
+    def fix(
+        self, outcomes: list[Outcome], *, unsafe: bool, only: frozenset[str] | None = None
+    ) -> list[Outcome]:
+        """Fix each file that has a fix to apply (of `only`, if given), in everything the
+        rounds found for it."""
         fixable = [
             outcome.path
             for outcome in outcomes
-            if outcome.error is None and any(_applies(f, unsafe) for f in outcome.remaining)
+            if outcome.error is None
+            and (only is None or outcome.path in only)
+            and any(_applies(f, unsafe) for f in outcome.remaining)
         ]
         jobs = []
         remaining = {outcome.path: outcome.remaining for outcome in outcomes}
@@ -397,6 +446,10 @@ def _count_noqa_fixes(result: Outcome, original: bytes, noqa_fixed: list[Finding
         result.fixed_source = result.source
     result.source = original
     result.fixed = sorted([*noqa_fixed, *result.fixed], key=lambda f: f.sort_key)
+
+
+def _mentions_any(source: bytes, words: tuple[bytes, ...]) -> bool:
+    return any(word in source for word in words)
 
 
 def _configured_assumptions(config: Config) -> list[ClassAssumption]:

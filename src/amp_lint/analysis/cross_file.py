@@ -230,7 +230,9 @@ class CrossFileCalls:
         target = self._project_target(qualified)
         if target is None or target.path == self.interpreter.facts.path:
             return None
-        constant = module_constant(target.path, target.attribute)
+        project = self.interpreter.project
+        assert project is not None  # a target was resolved in it
+        constant = module_constant(project, target.path, target.attribute)
         if constant is None:
             return None
         self.interpreter.dependencies.add(target.path)
@@ -293,7 +295,8 @@ class CrossFileCalls:
         """The other file's function enters autocast itself, so what it returns is worth
         knowing outside any region (a loss computed under autocast in a helper). Read with
         the standard library's parser, not libcst: most calls go to functions that do not."""
-        return target in region_openers(path)
+        project = self.interpreter.project
+        return project is not None and target in region_openers(project, path)
 
     def _portable(self, value: Value) -> Value:
         """The value for another file's analysis: a constant's origin in this file travels

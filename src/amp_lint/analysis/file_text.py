@@ -11,18 +11,30 @@ import re
 import warnings
 from collections.abc import Iterator
 
-from amp_lint.files import read_source
+from amp_lint.analysis.project import ProjectIndex
 
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _SOURCE_TEXT: dict[str, bytes] = {}
+_REGION_OPENERS: dict[str, frozenset[str]] = {}
+# The project the two caches above were filled for: a new one (the next run of a language
+# server, whose files may have changed) starts them empty.
+_CACHED_FOR: list[ProjectIndex] = []
 
 
-def source_text(path: str) -> bytes | None:
+def _start_caches(project: ProjectIndex) -> None:
+    if not _CACHED_FOR or _CACHED_FOR[0] is not project:
+        _SOURCE_TEXT.clear()
+        _REGION_OPENERS.clear()
+        _CACHED_FOR[:] = [project]
+
+
+def source_text(project: ProjectIndex, path: str) -> bytes | None:
     """A linted file's bytes, kept for the few hundred files read last."""
+    _start_caches(project)
     text = _SOURCE_TEXT.get(path)
     if text is None:
         try:
-            text = read_source(path)
+            text = project.source(path)
         except OSError:
             return None
         if len(_SOURCE_TEXT) > 256:
@@ -31,9 +43,9 @@ def source_text(path: str) -> bytes | None:
     return text
 
 
-def module_constant(path: str, name: str) -> float | None:
+def module_constant(project: ProjectIndex, path: str, name: str) -> float | None:
     """`NAME = -1e20` (or `NAME: float = 1e-8`) at the top level of a file."""
-    text = source_text(path)
+    text = source_text(project, path)
     if text is None:
         return None
     pattern = rf"^{re.escape(name)}[ \t]*(?::[^=\n]*)?=[ \t]*({_NUMBER})[ \t]*(?:#[^\n]*)?$"
@@ -41,16 +53,14 @@ def module_constant(path: str, name: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
-_REGION_OPENERS: dict[str, frozenset[str]] = {}
-
-
-def region_openers(path: str) -> frozenset[str]:
+def region_openers(project: ProjectIndex, path: str) -> frozenset[str]:
     """The functions (`name`, `Class.method`) of a linted file that enter autocast
     themselves: `with torch.autocast(...)`, `with ctx:` over a module-level
     `ctx = ...autocast(...)`, or an `@...autocast(...)` decorator."""
+    _start_caches(project)
     found = _REGION_OPENERS.get(path)
     if found is None:
-        text = source_text(path)
+        text = source_text(project, path)
         found = frozenset(_region_openers(text)) if text and b"autocast" in text else frozenset()
         if len(_REGION_OPENERS) > 256:
             _REGION_OPENERS.clear()

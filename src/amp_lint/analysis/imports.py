@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator
+from functools import partial
 
 from amp_lint.analysis.project import ProjectIndex
-from amp_lint.files import read_source
+from amp_lint.analysis.project_memo import ProjectMemo
 
 # Matched at the start of a line that contains `import` (found with bytes.find, which is
 # several times faster than a MULTILINE `^` pattern tried at every line of a large tree).
@@ -25,9 +26,17 @@ _REGISTERED = re.compile(rb"[ \t]*@[\w.]*register\w*\b[^\n]*\n[ \t]*class ")
 
 
 class ImportGraph:
-    def __init__(self, sources: dict[str, bytes], project: ProjectIndex) -> None:
+    def __init__(
+        self,
+        sources: dict[str, bytes],
+        project: ProjectIndex,
+        memo: ProjectMemo | None = None,
+    ) -> None:
         self.sources = sources
         self.project = project
+        # Each file's imports, kept across runs by a language server while the file and the
+        # set of files are unchanged.
+        self.memo = memo or ProjectMemo()
         self._imports: dict[str, frozenset[str]] | None = None
         self._registries: set[str] | None = None
         # Where a name resolves depends on the importing file only through its directory,
@@ -73,17 +82,23 @@ class ImportGraph:
     def _registering(self) -> set[str]:
         if self._registries is None:
             self._registries = {
-                path for path, source in self.sources.items() if _registers_a_class(source)
+                path
+                for path, source in self.sources.items()
+                if self.memo.fact(path, source, "registers", partial(_registers_a_class, source))
             }
         return self._registries
 
     def _graph(self) -> dict[str, frozenset[str]]:
         if self._imports is None:
+            key = ("imports", self.memo.generation)
             self._imports = {
-                path: frozenset(self._imported_files(path, source))
+                path: self.memo.fact(path, source, key, partial(self._import_set, path, source))
                 for path, source in self.sources.items()
             }
         return self._imports
+
+    def _import_set(self, path: str, source: bytes) -> frozenset[str]:
+        return frozenset(self._imported_files(path, source))
 
     def _imported_files(self, path: str, source: bytes) -> set[str]:
         found: set[str] = set()
@@ -200,7 +215,7 @@ def imported_names(project: ProjectIndex) -> dict[str, frozenset[str]]:
     names: dict[str, set[str]] = {}
     for path in project.by_absolute.values():
         try:
-            source = read_source(path)
+            source = project.source(path)
         except OSError:
             continue
         if b"import" not in source:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from amp_lint.analysis.autocast_region import AutocastRegion
 from amp_lint.analysis.dtypes import DType
 from amp_lint.analysis.values import Value
+from amp_lint.files import read_source
 
 # Instances of classes defined in other linted files: "project:<path>:<Class>".
 PROJECT_PREFIX = "project:"
@@ -48,6 +49,14 @@ class ProjectIndex:
     by_name: dict[str, list[str]] = field(default_factory=dict)
     # Normalised absolute path -> the path as discovered.
     by_absolute: dict[str, str] = field(default_factory=dict)
+    # Linted files whose text is not the disk's (an editor's unsaved buffers, in the language
+    # server): analysing one file reads the others through `source`, which gives these.
+    unsaved: dict[str, bytes] = field(default_factory=dict)
+
+    def source(self, path: str) -> bytes:
+        """A linted file's bytes as this run sees them; raises OSError as read_source does."""
+        text = self.unsaved.get(path)
+        return text if text is not None else read_source(path)
 
     @classmethod
     def from_paths(cls, paths: Iterable[str]) -> ProjectIndex:

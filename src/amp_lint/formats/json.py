@@ -53,11 +53,14 @@ def applicability(fix: Fix) -> str:
 
 
 def edit_to_dict(edit: TextEdit) -> dict[str, object]:
-    return {
+    edit_dict: dict[str, object] = {
         "content": edit.content,
         "location": {"row": edit.line, "column": edit.column},
         "end_location": {"row": edit.end_line, "column": edit.end_column},
     }
+    if edit.cell is not None:  # in a notebook, rows count in this cell
+        edit_dict["cell"] = edit.cell
+    return edit_dict
 
 
 def format_findings(findings: Iterable[Finding]) -> str:
