@@ -57,6 +57,8 @@ class RunOptions:
     # Paths whose source is an editor's unsaved text, not the disk's (the language server):
     # analyses reading another linted file read it from the run's sources.
     unsaved: frozenset[str] = frozenset()
+    # How worker processes start (runner.JobRunner); None: the platform's default.
+    start_method: str | None = None
     # With `fix`: fix only these files (the language server's document); None: every file.
     fix_only: frozenset[str] | None = None
     progress: Progress = field(default_factory=Progress)  # silent unless given a stream
@@ -123,7 +125,7 @@ def lint_project(
     run.memo = memo
     run.progress = options.progress
     try:
-        with JobRunner(config, project, options.jobs) as runner:
+        with JobRunner(config, project, options.jobs, options.start_method) as runner:
             run.runner = runner
             run.run()
             outcomes = run.outcomes()

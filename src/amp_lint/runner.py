@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import multiprocessing
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -149,10 +150,18 @@ class JobRunner:
     batch big enough to need it), each worker holding the run's project index."""
 
     def __init__(
-        self, config: Config, project: ProjectIndex | None = None, jobs: int | None = None
+        self,
+        config: Config,
+        project: ProjectIndex | None = None,
+        jobs: int | None = None,
+        start_method: str | None = None,
     ) -> None:
         self.config = config
         self.project = project
+        # How worker processes start (multiprocessing's start methods); None: the platform's
+        # default. The language server asks for "spawn": forking while its stdin reader
+        # thread holds the stdin lock leaves each child blocked closing stdin.
+        self.start_method = start_method
         self.pool: ProcessPoolExecutor | None = None
         # --jobs: at most this many worker processes (1 works in this process); None: one
         # per usable CPU.
@@ -216,8 +225,12 @@ class JobRunner:
         # rule modules instead of each importing them again.
         importlib.import_module("amp_lint.engine")
         importlib.import_module("amp_lint.rules").all_rules()
+        context = multiprocessing.get_context(self.start_method) if self.start_method else None
         return ProcessPoolExecutor(
-            max_workers=workers, initializer=_set_worker_project, initargs=(self.project,)
+            max_workers=workers,
+            mp_context=context,
+            initializer=_set_worker_project,
+            initargs=(self.project,),
         )
 
     def _discard_pool(self) -> None:

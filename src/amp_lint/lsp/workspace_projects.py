@@ -141,6 +141,8 @@ class WorkspaceProjects:
                 text_edits=True,
                 jobs=jobs,
                 unsaved=snapshot.unsaved,
+                # Not fork: the server reads stdin in another thread (runner.JobRunner).
+                start_method="spawn",
             )
             memo = self._memos.setdefault(resolved.source, ProjectMemo())
             outcomes = lint_project(sources, resolved.config, options, memo).outcomes
