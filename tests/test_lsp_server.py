@@ -15,9 +15,9 @@ import pytest
 
 pytest.importorskip("pytest_lsp")  # Python 3.10 and later
 
-import pytest_lsp  # noqa: E402
-from lsprotocol import types  # noqa: E402
-from pytest_lsp import ClientServerConfig, LanguageClient  # noqa: E402
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient
 
 SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "amp_lint", "server"])
 TIMEOUT = 60  # seconds: a cold start parses the project; CI machines are slow and shared
@@ -286,9 +286,9 @@ async def test_notebook_document_cells_get_their_diagnostics_and_fixes(
     await start(client, tmp_path, notebooks=True)
     notebook_uri = (tmp_path / "explore.ipynb").as_uri()
     cells = [
-        ("import torch\nfrom model import normalise\n", types.NotebookCellKind.Code),
+        ("import torch\nfrom torch.cuda.amp import autocast\n", types.NotebookCellKind.Code),
         ("# Half precision", types.NotebookCellKind.Markup),
-        ("with torch.cuda.amp.autocast():\n    y = 1\n", types.NotebookCellKind.Code),
+        ("with autocast():\n    y = 1\n", types.NotebookCellKind.Code),
     ]
     cell_uris = [f"vscode-notebook-cell:{tmp_path / 'explore.ipynb'}#cell{n}" for n in range(3)]
     language = {types.NotebookCellKind.Code: "python", types.NotebookCellKind.Markup: "markdown"}
@@ -319,9 +319,11 @@ async def test_notebook_document_cells_get_their_diagnostics_and_fixes(
     )
     fix = next(a for a in actions or [] if isinstance(a, types.CodeAction) and a.is_preferred)
     assert fix.edit is not None and fix.edit.changes is not None
-    assert list(fix.edit.changes) == [cell_uris[2]]
+    # The fix edits two cells: the call, and the import it leaves unused.
+    assert sorted(fix.edit.changes) == [cell_uris[0], cell_uris[2]]
     fixed = apply_edits(cells[2][0], fix.edit.changes[cell_uris[2]])
     assert fixed == 'with torch.amp.autocast("cuda"):\n    y = 1\n'
+    assert apply_edits(cells[0][0], fix.edit.changes[cell_uris[0]]) == "import torch\n"
 
 
 @pytest.mark.asyncio

@@ -322,3 +322,45 @@ def test_noqa_on_the_line_in_the_cell(tmp_path: Path) -> None:
     result = amp_lint(tmp_path, "check", "--no-cache", "quiet.ipynb")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout == ""
+
+
+def test_json_fix_edits_name_their_cell(tmp_path: Path) -> None:
+    """A fix may edit another cell than its finding's (the import it leaves unused): each
+    edit names its cell, its rows count in that cell, and an edit removing a cell's last
+    line ends at that cell's end, not in the next cell."""
+    write(tmp_path, "deprecated.ipynb", deprecated_notebook())
+    result = amp_lint(
+        tmp_path, "check", "--no-cache", "--output-format", "json", "deprecated.ipynb"
+    )
+    (finding,) = json.loads(result.stdout)
+    assert (finding["cell"], finding["line"]) == (3, 2)
+    removal, call = finding["fix"]["edits"]
+    assert removal == {
+        "content": "",
+        "location": {"row": 3, "column": 1},
+        "end_location": {"row": 4, "column": 1},
+        "cell": 1,
+    }
+    assert call["cell"] == 3 and call["location"] == {"row": 2, "column": 6}
+
+
+def test_fix_keeps_a_changed_line_in_its_cell_when_the_cell_before_loses_one(
+    tmp_path: Path,
+) -> None:
+    """The import the fix removes ends cell 1 and the call it changes starts cell 3: in the
+    module the two lines are adjacent and diff as one block, but each change stays in its
+    own cell (the call beside its body, not moved up into the import's cell)."""
+    document = notebook(
+        code("import torch\nfrom torch.cuda.amp import autocast\n", 1),
+        markdown("Forward pass"),
+        code("with autocast():\n    y = 1\n", 2),
+    )
+    path = write(tmp_path, "adjacent.ipynb", document)
+    result = amp_lint(tmp_path, "check", "--no-cache", "--fix", "adjacent.ipynb")
+    assert result.returncode == 0, result.stdout + result.stderr
+    cells = ["".join(cell["source"]) for cell in json.loads(path.read_bytes())["cells"]]
+    assert cells == [
+        "import torch\n",
+        "Forward pass",
+        'with torch.amp.autocast("cuda"):\n    y = 1\n',
+    ]

@@ -15,9 +15,17 @@ from dataclasses import dataclass, field, replace
 
 from amp_lint.config import Config
 from amp_lint.findings import Finding, TextEdit
+from amp_lint.fixes.text_edits import text_edits
 from amp_lint.notebook_writing import fixed_notebook
-from amp_lint.notebooks import Notebook, NotebookError, is_notebook, parse_notebook
+from amp_lint.notebooks import (
+    Notebook,
+    NotebookError,
+    cell_source,
+    is_notebook,
+    parse_notebook,
+)
 from amp_lint.runner import Job, Outcome, run_jobs
+from amp_lint.suppressions import apply_text_edits
 
 
 def notebook_error(path: str, error: NotebookError) -> str:
@@ -109,9 +117,7 @@ def in_cell(finding: Finding, notebook: Notebook) -> Finding:
             end_line, end_column = line, finding.column
     fix = finding.fix
     if fix is not None and fix.text_edits:
-        fix = replace(
-            fix, text_edits=tuple(_edit_in_cell(edit, notebook) for edit in fix.text_edits)
-        )
+        fix = replace(fix, text_edits=_cell_edits(fix.text_edits, notebook))
     return replace(
         finding,
         cell=cell,
@@ -124,11 +130,26 @@ def in_cell(finding: Finding, notebook: Notebook) -> Finding:
     )
 
 
-def _edit_in_cell(edit: TextEdit, notebook: Notebook) -> TextEdit:
-    """Rows counted in the cell, as the finding's line is."""
-    cell, line = notebook.position(edit.line)
-    _, end_line = notebook.position(edit.end_line)
-    return replace(edit, line=line, end_line=end_line, cell=cell)
+def _cell_edits(edits: tuple[TextEdit, ...], notebook: Notebook) -> tuple[TextEdit, ...]:
+    """A fix's edits on the notebook's module as edits on its cells, each naming its cell.
+    Made again cell by cell from the fixed notebook, not mapped: one module edit may span
+    two cells (an import removed from one, the call changed in the next, merged by the diff
+    because the module's lines are adjacent)."""
+    fixed_python = apply_text_edits(notebook.python_bytes, edits)
+    try:
+        fixed = parse_notebook(
+            fixed_notebook(notebook, fixed_python.decode("utf-8", "surrogateescape"))
+        )
+    except NotebookError:
+        return ()  # not expressible in cells: offered as no edits, as a conflicting fix is
+    if len(fixed.cells) != len(notebook.cells):
+        return ()
+    cell_edits: list[TextEdit] = []
+    for number, (old, new) in enumerate(zip(notebook.cells, fixed.cells), start=1):
+        before, after = cell_source(old), cell_source(new)
+        if before != after:
+            cell_edits += [replace(e, cell=number) for e in text_edits(before, after)]
+    return tuple(cell_edits)
 
 
 def _lines_in_cells(message: str, path: str, notebook: Notebook) -> str:

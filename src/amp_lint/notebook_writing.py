@@ -81,9 +81,31 @@ def _new_owners(old_lines: list[str], new_lines: list[str], old_owners: list[int
             owner = old_owners[max(old_start - 1, 0)]
             owners[new_start:new_end] = [owner] * (new_end - new_start)
             continue
+        if tag == "replace" and old_end - old_start != new_end - new_start:
+            owners[new_start:new_end] = _resembled_owners(
+                old_lines[old_start:old_end], new_lines[new_start:new_end], old_owners[old_start:]
+            )
+            continue
         for offset in range(new_end - new_start):
             owners[new_start + offset] = old_owners[min(old_start + offset, old_end - 1)]
     return owners
+
+
+def _resembled_owners(old: list[str], new: list[str], owners: list[int]) -> list[int]:
+    """In a block where lines were removed or added as others changed (an import removed
+    from one cell, the call it served changed in the next), each new line goes to the cell
+    of the old line it most resembles, in order: by position, the changed call would land
+    in the import's cell, away from its body."""
+    found = []
+    floor = 0
+    for line in new:
+        best = max(
+            range(floor, len(old)),
+            key=lambda index: difflib.SequenceMatcher(None, old[index], line).ratio(),
+        )
+        found.append(owners[best])
+        floor = best
+    return found
 
 
 # Replacing sources in the JSON text
