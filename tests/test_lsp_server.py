@@ -432,3 +432,38 @@ def test_malformed_messages_get_errors_and_the_server_keeps_serving(tmp_path: Pa
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+@pytest.mark.asyncio
+async def test_files_changed_on_disk_are_read_again(client: LanguageClient, tmp_path: Path) -> None:
+    """The caller is not open: when it changes on disk (another tool, a git checkout) and
+    the client reports it, the callee's diagnostics follow the new text."""
+    write_project(tmp_path, {"train.py": TRAIN, "model.py": MODEL})
+    await start(client, tmp_path)
+    model_uri = open_file(client, tmp_path / "model.py")
+    await diagnostics_until(client, model_uri, lambda d: codes(d) == ["AMP004"])
+    no_region = textwrap.dedent(TRAIN).replace('with torch.autocast("cuda"):', "if True:")
+    (tmp_path / "train.py").write_text(no_region, encoding="utf-8")
+    client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(
+            [types.FileEvent((tmp_path / "train.py").as_uri(), types.FileChangeType.Changed)]
+        )
+    )
+    await diagnostics_until(client, model_uri, lambda d: len(d) == 0)
+    # A settings change re-reads the workspace: AMP004 ignored from now on.
+    (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN), encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text('[tool.amp-lint]\nignore = ["AMP004"]\n')
+    client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(
+            [
+                types.FileEvent((tmp_path / "train.py").as_uri(), types.FileChangeType.Changed),
+                types.FileEvent(
+                    (tmp_path / "pyproject.toml").as_uri(), types.FileChangeType.Created
+                ),
+            ]
+        )
+    )
+    # Linted again (train.py's AMP401 comes back) with AMP004 now ignored.
+    train_uri = open_file(client, tmp_path / "train.py")
+    await diagnostics_until(client, train_uri, lambda d: codes(d) == ["AMP401"])
+    assert list(client.diagnostics[model_uri]) == []

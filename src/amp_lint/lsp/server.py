@@ -231,7 +231,10 @@ class AmpLintServer(LanguageServer):
                 self.text_document_publish_diagnostics(
                     types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics)
                 )
-        self.published = {uri: found for uri, found in current.items() if found or uri in opened}
+        # Kept: what open documents show (empty too, so that it is not sent again) and what
+        # other files show; a closed document's cleared entry is dropped.
+        showing = {uri for view in opened.values() for uri in view.uris}
+        self.published = {uri: found for uri, found in current.items() if found or uri in showing}
 
     def _findings(self, path: str) -> tuple[Any, ...]:
         result = self.results.get(path)

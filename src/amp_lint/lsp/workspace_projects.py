@@ -15,7 +15,7 @@ worker thread.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -184,7 +184,3 @@ def _same(held: bytes | None, read: bytes) -> bytes:
 
 def _normal(path: str) -> str:
     return os.path.normpath(os.path.abspath(path))
-
-
-def normal_paths(paths: Iterable[str]) -> list[str]:
-    return [_normal(path) for path in paths]
