@@ -13,7 +13,7 @@ from pathlib import Path
 
 from amp_lint.cache import DEFAULT_DIRECTORY, MARKER, is_amp_lint_cache, remove_cache
 from amp_lint.config import ConfigError, load_config
-from amp_lint.project_run import default_cache_directory
+from amp_lint.project_cache import default_cache_directory
 from amp_lint.reporting import EXIT_CLEAN, EXIT_ERROR, Reporter
 
 

@@ -29,7 +29,8 @@ from amp_lint.formats.output import choose_output, needs_text_edits
 from amp_lint.notebook_run import lint_notebook_input
 from amp_lint.notebooks import is_notebook
 from amp_lint.progress import Progress
-from amp_lint.project_run import RunOptions, cache_directory
+from amp_lint.project_cache import cache_directory
+from amp_lint.project_run import RunOptions
 from amp_lint.reporting import (
     EXIT_CLEAN,
     EXIT_ERROR,

@@ -14,7 +14,6 @@ Results are cached per (file, context), so a re-run on unchanged files parses no
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
@@ -30,12 +29,13 @@ from amp_lint.analysis.project import (
     dispatch_key,
 )
 from amp_lint.analysis.project_memo import ProjectMemo
-from amp_lint.cache import DEFAULT_DIRECTORY, ResultCache, digest
+from amp_lint.cache import ResultCache, digest
 from amp_lint.config import Config
 from amp_lint.files import round_zero_vocabulary
 from amp_lint.findings import Finding, FixSafety
 from amp_lint.notebook_run import NotebookSources
 from amp_lint.progress import Progress
+from amp_lint.project_cache import CachedResult
 from amp_lint.rule_selectors import known_rules
 from amp_lint.run_summary import RunSummary
 from amp_lint.runner import Job, JobRunner, Outcome
@@ -85,24 +85,6 @@ class ProjectResult:
     parsed: int = 0  # files parsed with libcst, over all rounds (cache hits excluded)
     # What the run checked (warm_run.lint_paths sets it): for the line a clean run prints.
     summary: RunSummary = field(default_factory=RunSummary)
-
-
-def default_cache_directory(config: Config) -> Path:
-    return Path(config.root) / (config.cache_dir or DEFAULT_DIRECTORY)
-
-
-def cache_directory(
-    config: Config, *, disabled: bool = False, given: str | None = None
-) -> Path | None:
-    """`given` (--cache-dir), else AMP_LINT_CACHE_DIR, else the default; None when `disabled`
-    (--no-cache) or AMP_LINT_NO_CACHE is set."""
-    if disabled or os.environ.get("AMP_LINT_NO_CACHE"):
-        return None
-    if given is not None:
-        return Path(given)
-    if os.environ.get("AMP_LINT_CACHE_DIR"):
-        return Path(os.environ["AMP_LINT_CACHE_DIR"])
-    return default_cache_directory(config)
 
 
 def lint_project(
@@ -399,44 +381,6 @@ class _Rounds:
                 result.remaining, result.fixed, result.fixed_source = outcome.remaining, [], None
             results.append(result)
         return results
-
-
-@dataclass(frozen=True)
-class CachedResult:
-    """An Outcome without the source it was computed from (the key holds its digest)."""
-
-    remaining: tuple[Finding, ...]
-    outgoing: tuple[EntryContext, ...]
-    assumptions: tuple[ClassAssumption, ...]
-    parsed: bool
-    dependencies: tuple[tuple[str, str], ...]  # (path, digest of its source)
-    notice: str | None = None
-    suppressed: tuple[Finding, ...] = ()
-
-    @classmethod
-    def of(cls, outcome: Outcome, dependencies: tuple[tuple[str, str], ...]) -> CachedResult:
-        return cls(
-            tuple(outcome.remaining),
-            tuple(outcome.outgoing),
-            tuple(outcome.assumptions),
-            outcome.parsed,
-            dependencies,
-            outcome.notice,
-            tuple(outcome.suppressed),
-        )
-
-    def outcome(self, job: Job) -> Outcome:
-        return Outcome(
-            job.path,
-            job.source,
-            remaining=list(self.remaining),
-            outgoing=list(self.outgoing),
-            assumptions=list(self.assumptions),
-            parsed=self.parsed,
-            dependencies=[path for path, _ in self.dependencies],
-            notice=self.notice,
-            suppressed=list(self.suppressed),
-        )
 
 
 def _count_noqa_fixes(result: Outcome, original: bytes, noqa_fixed: list[Finding]) -> None:

@@ -5,10 +5,12 @@ views give the URI and the text that line is in, for positions in the client's u
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import Union
 
 from lsprotocol import types
+from pygls.uris import from_fs_path, to_fs_path
 
 from amp_lint.findings import Finding, TextEdit
 from amp_lint.notebooks import split_lines
@@ -108,3 +110,15 @@ class NotebookFile:
 
 
 OpenFile = Union[TextFile, NotebookFile]
+
+
+def path_of(uri: str) -> str | None:
+    """The normalised path of a `file:` URI; None for other schemes (untitled buffers)."""
+    if not uri.startswith("file:"):
+        return None
+    path = to_fs_path(uri)
+    return os.path.normpath(os.path.abspath(path)) if path else None
+
+
+def uri_of(path: str) -> str:
+    return from_fs_path(path) or path

@@ -24,7 +24,8 @@ from amp_lint.config import Config
 from amp_lint.files import LINTED_SUFFIXES, discover_python_files
 from amp_lint.findings import Finding
 from amp_lint.gitignore import ignores_named_path
-from amp_lint.project_run import RunOptions, cache_directory, lint_project
+from amp_lint.project_cache import cache_directory
+from amp_lint.project_run import RunOptions, lint_project
 from amp_lint.settings_discovery import ConfigResolver, Resolved
 from amp_lint.warm_run import read_sources
 
