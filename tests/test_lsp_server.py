@@ -450,20 +450,52 @@ async def test_files_changed_on_disk_are_read_again(client: LanguageClient, tmp_
         )
     )
     await diagnostics_until(client, model_uri, lambda d: len(d) == 0)
-    # A settings change re-reads the workspace: AMP004 ignored from now on.
+    # The region back on disk: the finding comes back.
     (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN), encoding="utf-8")
+    client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(
+            [types.FileEvent((tmp_path / "train.py").as_uri(), types.FileChangeType.Changed)]
+        )
+    )
+    await diagnostics_until(client, model_uri, lambda d: codes(d) == ["AMP004"])
+    # A new config file re-reads the workspace's settings: AMP004 ignored from now on.
     (tmp_path / "pyproject.toml").write_text('[tool.amp-lint]\nignore = ["AMP004"]\n')
     client.workspace_did_change_watched_files(
         types.DidChangeWatchedFilesParams(
-            [
-                types.FileEvent((tmp_path / "train.py").as_uri(), types.FileChangeType.Changed),
-                types.FileEvent(
-                    (tmp_path / "pyproject.toml").as_uri(), types.FileChangeType.Created
-                ),
-            ]
+            [types.FileEvent((tmp_path / "pyproject.toml").as_uri(), types.FileChangeType.Created)]
         )
     )
-    # Linted again (train.py's AMP401 comes back) with AMP004 now ignored.
+    await diagnostics_until(client, model_uri, lambda d: len(d) == 0)
+
+
+@pytest.mark.asyncio
+async def test_no_quick_fixes_from_findings_of_an_older_text(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    """After an edit the next lint is pending (a long debounce here): the findings describe
+    the old text, so fixes made from them could land on the wrong code, and none are
+    offered until a lint has seen the new text (a save lints at once)."""
+    write_project(tmp_path, {"train.py": TRAIN})
+    await start(client, tmp_path, debounceMs=600_000)
     train_uri = open_file(client, tmp_path / "train.py")
-    await diagnostics_until(client, train_uri, lambda d: codes(d) == ["AMP401"])
-    assert list(client.diagnostics[model_uri]) == []
+    (deprecated,) = await diagnostics_until(client, train_uri, lambda d: len(d) == 1)
+    shifted = "# a new first line\n" + textwrap.dedent(TRAIN)
+
+    def request(range_: types.Range) -> types.CodeActionParams:
+        return types.CodeActionParams(
+            types.TextDocumentIdentifier(train_uri),
+            range_,
+            types.CodeActionContext(diagnostics=[]),
+        )
+
+    assert await client.text_document_code_action_async(request(deprecated.range))
+    replace_text(client, train_uri, shifted, 2)
+    assert await client.text_document_code_action_async(request(deprecated.range)) is None
+    client.text_document_did_save(
+        types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(train_uri))
+    )
+    (moved,) = await diagnostics_until(
+        client, train_uri, lambda d: len(d) == 1 and d[0].range.start.line == 13
+    )
+    actions = await client.text_document_code_action_async(request(moved.range))
+    assert actions and any("torch.amp.autocast" in a.title for a in actions)

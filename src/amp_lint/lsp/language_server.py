@@ -81,6 +81,8 @@ class AmpLintServer(LanguageServer):
         self.settings = ServerSettings()
         self.projects = WorkspaceProjects([], report=self.report)
         self.results: dict[str, FileResult] = {}
+        # The version of each open document the last lint saw (diagnostics say which).
+        self.linted_versions: dict[str, int | None] = {}
         self.published: dict[str, list[types.Diagnostic]] = {}
         # One lint at a time, off the event loop; the lint is CPU-bound Python.
         self.linter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="amp-lint")
@@ -121,6 +123,7 @@ class AmpLintServer(LanguageServer):
         while self._dirty:
             self._dirty = False
             self._sync_documents()
+            versions = self._document_versions()
             snapshot = self.projects.snapshot()
             try:
                 self.results = await loop.run_in_executor(self.linter, self.projects.lint, snapshot)
@@ -128,7 +131,17 @@ class AmpLintServer(LanguageServer):
                 _log.exception("lint failed")
                 self.report(f"internal error, please report it: {type(error).__name__}: {error}")
                 continue
+            self.linted_versions = versions
             self.publish()
+
+    def _document_versions(self) -> dict[str, int | None]:
+        return {uri: doc.version for uri, doc in self.workspace.text_documents.items()}
+
+    def is_current(self, opened: OpenFile) -> bool:
+        """Whether the last lint saw the open file as the editor holds it now: edits made
+        from older results could land on the wrong text."""
+        now = self._document_versions()
+        return all(self.linted_versions.get(uri) == now.get(uri) for uri in opened.uris)
 
     async def fixed_source(self, path: str) -> bytes | None:
         """The file with its safe fixes applied, as the open documents hold it."""
@@ -189,6 +202,11 @@ class AmpLintServer(LanguageServer):
         current: dict[str, list[types.Diagnostic]] = {}
         opened = self.open_files()
         for path, view in opened.items():
+            if any(uri not in self.linted_versions for uri in view.uris):
+                # Opened (or a cell added) after the lint started: the next lint, already
+                # scheduled, shows it; what it showed stays until then.
+                current.update((u, self.published[u]) for u in view.uris if u in self.published)
+                continue
             for uri in view.uris:
                 current[uri] = []
             for finding in self._findings(path):
@@ -204,7 +222,9 @@ class AmpLintServer(LanguageServer):
         for uri, diagnostics in current.items():
             if self.published.get(uri) != diagnostics:
                 self.text_document_publish_diagnostics(
-                    types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics)
+                    types.PublishDiagnosticsParams(
+                        uri=uri, diagnostics=diagnostics, version=self.linted_versions.get(uri)
+                    )
                 )
         # Kept: what open documents show (empty too, so that it is not sent again) and what
         # other files show; a closed document's cleared entry is dropped.

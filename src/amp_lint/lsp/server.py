@@ -142,7 +142,9 @@ async def _code_actions(
     uri = params.text_document.uri
     opened = server.opened_at(uri)
     result = server.results.get(opened.path) if opened is not None else None
-    if opened is None or result is None:
+    # Edits made from findings of an older text could land on the wrong code: none until
+    # the pending lint has caught up (it is scheduled by the change).
+    if opened is None or result is None or not server.is_current(opened):
         return None
     codec = server.workspace.position_codec
     only = params.context.only
