@@ -103,8 +103,7 @@ def lint_project(
     unsaved = {path: sources[path] for path in options.unsaved if path in sources}
     project = memo.project(sources, unsaved)
     cache = ResultCache(options.cache_directory) if options.cache_directory else None
-    run = _Rounds(sources, config, project, cache, options.first_pass, options.text_edits)
-    run.memo = memo
+    run = _Rounds(sources, config, project, cache, options.first_pass, options.text_edits, memo)
     run.progress = options.progress
     try:
         with JobRunner(config, project, options.jobs, options.start_method) as runner:
@@ -127,6 +126,7 @@ class _Rounds:
         cache: ResultCache | None,
         first_pass: bool,
         text_edits: bool = False,
+        memo: ProjectMemo | None = None,
     ) -> None:
         self.sources = sources
         self.config = config
@@ -142,7 +142,7 @@ class _Rounds:
         self.imports: ImportGraph | None = None
         self.parsed = 0
         self.progress = Progress()
-        self.memo = ProjectMemo()
+        self.memo = memo or ProjectMemo()
         self.round = 0
         # Everything a cached result depends on besides the file and its context.
         self.fingerprint = digest(
