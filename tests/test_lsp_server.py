@@ -499,3 +499,24 @@ async def test_no_quick_fixes_from_findings_of_an_older_text(
     )
     actions = await client.text_document_code_action_async(request(moved.range))
     assert actions and any("torch.amp.autocast" in a.title for a in actions)
+
+
+@pytest.mark.asyncio
+async def test_a_bad_config_file_is_named_in_the_log(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    """The files under an unusable `[tool.amp-lint]` are not linted, as on the command line,
+    and the editor's log says why, once; files under other settings are linted."""
+    write_project(tmp_path, {"train.py": TRAIN, "lib/model.py": MODEL})
+    (tmp_path / "lib" / "pyproject.toml").write_text('[tool.amp-lint]\nselect = ["AMPX"]\n')
+    await start(client, tmp_path)
+    train_uri = open_file(client, tmp_path / "train.py")
+    model_uri = open_file(client, tmp_path / "lib" / "model.py")
+    await diagnostics_until(client, train_uri, lambda d: codes(d) == ["AMP401"])
+    # Another lint (the finding moves down a line): the config is not named again.
+    replace_text(client, train_uri, "\n" + textwrap.dedent(TRAIN), 2)
+    await diagnostics_until(client, train_uri, lambda d: d[0].range.start.line == 13)
+    named = [m.message for m in client.log_messages if "AMPX" in m.message]
+    assert len(named) == 1, named
+    assert "pyproject.toml" in named[0] and "its files are not linted" in named[0]
+    assert list(client.diagnostics.get(model_uri, ())) == []

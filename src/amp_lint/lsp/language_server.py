@@ -87,6 +87,7 @@ class AmpLintServer(LanguageServer):
         # One lint at a time, off the event loop; the lint is CPU-bound Python.
         self.linter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="amp-lint")
         self.loaded = False  # the workspace's files are read (at `initialized`)
+        self.loop: asyncio.AbstractEventLoop | None = None  # set at `initialize`
         self._reported: set[str] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._running: asyncio.Task[None] | None = None
@@ -95,6 +96,14 @@ class AmpLintServer(LanguageServer):
     # Messages to the user's log (the editor's output panel).
 
     def report(self, message: str) -> None:
+        """Log `message`; callable from the worker thread (reading the workspace's files),
+        whose messages are sent from the event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # not on the loop's thread
+            if self.loop is not None:
+                self.loop.call_soon_threadsafe(self.report, message)
+            return
         self.window_log_message(
             types.LogMessageParams(types.MessageType.Warning, f"amp-lint: {message}")
         )

@@ -43,6 +43,7 @@ SERVER = AmpLintServer()
 
 @SERVER.feature(types.INITIALIZE)
 def _initialize(server: AmpLintServer, params: types.InitializeParams) -> None:
+    server.loop = asyncio.get_running_loop()
     server.settings = ServerSettings.of(params.initialization_options)
     folders = [path_of(folder.uri) for folder in params.workspace_folders or []]
     if not folders:

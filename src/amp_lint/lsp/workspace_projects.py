@@ -59,6 +59,7 @@ class WorkspaceProjects:
     _resolver: ConfigResolver | None = None
     _memos: dict[Path | None, ProjectMemo] = field(default_factory=dict)
     _lintable: dict[str, bool] = field(default_factory=dict)
+    _reported: set[str] = field(default_factory=set)
 
     @property
     def resolver(self) -> ConfigResolver:
@@ -71,6 +72,7 @@ class WorkspaceProjects:
         the set of files changed). Bytes equal to those held are kept as the same object."""
         self._resolver = None  # config files may have changed
         self._lintable.clear()
+        self._reported.clear()
         discovery = discover_python_files(self.folders, self.resolver)
         for message in discovery.errors:
             self.report(message)
@@ -110,7 +112,8 @@ class WorkspaceProjects:
         for path in paths:
             resolved = self.resolver.resolve_file(Path(path))
             if resolved.error is not None:
-                continue  # reported once by _is_lintable or load_disk's discovery
+                self._report_once(f"{resolved.error} (its files are not linted)")
+                continue
             source = self.documents.get(path)
             if source is None:
                 source = self.disk[path]
@@ -157,6 +160,12 @@ class WorkspaceProjects:
     def config_for(self, path: str) -> Config:
         return self.resolver.resolve_file(Path(path)).config
 
+    def _report_once(self, message: str) -> None:
+        """A bad config file is named once, not after every keystroke."""
+        if message not in self._reported:
+            self._reported.add(message)
+            self.report(message)
+
     def _is_lintable(self, path: str) -> bool:
         """A file outside what discovery found (an open document, a new file): linted
         unless excluded by its settings' globs or, with respect-gitignore, by git."""
@@ -170,7 +179,7 @@ class WorkspaceProjects:
             return False
         resolved = self.resolver.resolve_file(Path(path))
         if resolved.error is not None:
-            self.report(resolved.error)
+            self._report_once(f"{resolved.error} (its files are not linted)")
             return False
         config = resolved.config
         if config.is_excluded(path):
