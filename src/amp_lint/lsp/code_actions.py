@@ -80,9 +80,12 @@ def fix_all_edit(
 
     changes: dict[str, list[types.TextEdit]] = {}
     if isinstance(opened, NotebookFile):
-        from amp_lint.notebooks import cell_source, load_document
+        from amp_lint.notebooks import NotebookError, cell_source, load_document
 
-        cells = load_document(fixed_source)["cells"]
+        try:
+            cells = load_document(fixed_source)["cells"]
+        except NotebookError:
+            return None
         if len(cells) != len(opened.cells):
             return None
         for cell, fixed in zip(opened.cells, cells):

@@ -120,6 +120,13 @@ class AmpLintServer(LanguageServer):
             self.settings.debounce if delay is None else delay, self._start
         )
 
+    def stop_linting(self) -> None:
+        """At `shutdown`: no lint starts any more; one running finishes on its own."""
+        self.loaded = False
+        if self._timer is not None:
+            self._timer.cancel()
+        self.linter.shutdown(wait=False, cancel_futures=True)
+
     def _start(self) -> None:
         self._timer = None
         if self._running is None or self._running.done():

@@ -22,6 +22,7 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
+from amp_lint.findings import FixSafety
 from amp_lint.lsp.code_actions import (
     FIX_ALL_KIND,
     findings_in_range,
@@ -158,7 +159,7 @@ async def _code_actions(
             ):
                 if action is not None:
                     actions.append(action)
-    safe = [f for f in result.findings if f.fix is not None and f.fix.safety.value == "safe"]
+    safe = [f for f in result.findings if f.fix is not None and f.fix.safety is FixSafety.SAFE]
     # Computing it runs the fixes: not for the requests editors make as the cursor moves.
     automatic = params.context.trigger_kind == types.CodeActionTriggerKind.Automatic
     if safe and _wants(only, FIX_ALL_KIND) and not (only is None and automatic):
@@ -197,7 +198,7 @@ def _hover(server: AmpLintServer, params: types.HoverParams) -> types.Hover | No
 
 @SERVER.feature(types.SHUTDOWN)
 def _shutdown(server: AmpLintServer, params: object) -> None:
-    server.linter.shutdown(wait=False, cancel_futures=True)
+    server.stop_linting()
 
 
 def _wants(only: Sequence[str] | None, kind: str) -> bool:
