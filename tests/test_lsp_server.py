@@ -520,3 +520,27 @@ async def test_a_bad_config_file_is_named_in_the_log(
     assert len(named) == 1, named
     assert "pyproject.toml" in named[0] and "its files are not linted" in named[0]
     assert list(client.diagnostics.get(model_uri, ())) == []
+
+
+@pytest.mark.asyncio
+async def test_workspace_folders_added_and_removed(client: LanguageClient, tmp_path: Path) -> None:
+    """model.py is open but outside the workspace: linted alone, it has no region. Its
+    folder joins the workspace, with the caller that runs it under autocast: the finding
+    appears; the folder leaves: it goes."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    write_project(project, {"train.py": TRAIN, "model.py": MODEL})
+    elsewhere.mkdir()
+    await start(client, elsewhere)
+    model_uri = open_file(client, project / "model.py")
+    await diagnostics_until(client, model_uri, lambda d: len(d) == 0)
+    folder = types.WorkspaceFolder(uri=project.as_uri(), name="project")
+
+    def change(added: list[types.WorkspaceFolder], removed: list[types.WorkspaceFolder]) -> None:
+        client.workspace_did_change_workspace_folders(
+            types.DidChangeWorkspaceFoldersParams(types.WorkspaceFoldersChangeEvent(added, removed))
+        )
+
+    change([folder], [])
+    await diagnostics_until(client, model_uri, lambda d: codes(d) == ["AMP004"])
+    change([], [folder])
+    await diagnostics_until(client, model_uri, lambda d: len(d) == 0)

@@ -128,6 +128,23 @@ async def _files_changed(server: AmpLintServer, params: types.DidChangeWatchedFi
     server.schedule(0)
 
 
+@SERVER.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+async def _folders_changed(
+    server: AmpLintServer, params: types.DidChangeWorkspaceFoldersParams
+) -> None:
+    """Folders added to or removed from the workspace: its files are read again."""
+    removed = {path_of(folder.uri) for folder in params.event.removed}
+    kept = [folder for folder in server.projects.folders if os.fspath(folder) not in removed]
+    for folder in params.event.added:
+        path = path_of(folder.uri)
+        if path is not None and Path(path) not in kept:
+            kept.append(Path(path))
+    server.projects.folders = kept
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(server.linter, server.projects.load_disk)
+    server.schedule(0)
+
+
 @SERVER.feature(
     types.TEXT_DOCUMENT_CODE_ACTION,
     types.CodeActionOptions(
