@@ -22,20 +22,28 @@ class Place:
     lines: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class TextFile:
-    path: str
-    uri: str
-    text: str
+class _Shown:
+    """Where a finding, or one of a fix's edits, shows: by the cell it names (None in a
+    Python file)."""
 
     def place(self, cell: int | None) -> Place | None:
-        return Place(self.uri, tuple(split_lines(self.text))) if cell is None else None
+        raise NotImplementedError
 
     def finding_place(self, finding: Finding) -> Place | None:
         return self.place(finding.cell)
 
     def edit_place(self, edit: TextEdit) -> Place | None:
         return self.place(edit.cell)
+
+
+@dataclass(frozen=True)
+class TextFile(_Shown):
+    path: str
+    uri: str
+    text: str
+
+    def place(self, cell: int | None) -> Place | None:
+        return Place(self.uri, tuple(split_lines(self.text))) if cell is None else None
 
     @property
     def uris(self) -> tuple[str, ...]:
@@ -54,7 +62,7 @@ class Cell:
 
 
 @dataclass(frozen=True)
-class NotebookFile:
+class NotebookFile(_Shown):
     path: str
     uri: str
     cells: tuple[Cell, ...]
@@ -66,21 +74,9 @@ class NotebookFile:
         found = self.cells[cell - 1]
         return Place(found.uri, tuple(split_lines(found.text)))
 
-    def finding_place(self, finding: Finding) -> Place | None:
-        return self.place(finding.cell)
-
-    def edit_place(self, edit: TextEdit) -> Place | None:
-        return self.place(edit.cell)
-
     @property
     def uris(self) -> tuple[str, ...]:
         return tuple(cell.uri for cell in self.cells)
-
-    def cell_number(self, uri: str) -> int | None:
-        for number, cell in enumerate(self.cells, start=1):
-            if cell.uri == uri:
-                return number
-        return None
 
     def source(self) -> bytes:
         """The notebook as an .ipynb file of its cells as the editor holds them: Python code

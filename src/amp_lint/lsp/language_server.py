@@ -159,6 +159,12 @@ class AmpLintServer(LanguageServer):
         now = self._document_versions()
         return all(self.linted_versions.get(uri) == now.get(uri) for uri in opened.uris)
 
+    async def read_workspace(self) -> None:
+        """Discover and read the workspace's files again, in the worker thread (one lint
+        running finishes first)."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self.linter, self.projects.load_disk)
+
     async def fixed_source(self, path: str) -> bytes | None:
         """The file with its safe fixes applied, as the open documents hold it."""
         self._sync_documents()

@@ -56,8 +56,7 @@ def _initialize(server: AmpLintServer, params: types.InitializeParams) -> None:
 @SERVER.feature(types.INITIALIZED)
 async def _initialized(server: AmpLintServer, params: types.InitializedParams) -> None:
     await _watch_files(server)
-    loop = asyncio.get_running_loop()
-    await loop.run_in_executor(server.linter, server.projects.load_disk)
+    await server.read_workspace()
     server.loaded = True
     server.schedule(0)
 
@@ -94,18 +93,17 @@ def _changed(server: AmpLintServer, params: object) -> None:
 
 
 @SERVER.feature(types.TEXT_DOCUMENT_DID_SAVE)
-def _saved(server: AmpLintServer, params: types.DidSaveTextDocumentParams) -> None:
-    path = path_of(params.text_document.uri)
-    if path is not None:
-        server.projects.reread(path)
-    server.schedule(0)
-
-
 @SERVER.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)
-def _notebook_saved(server: AmpLintServer, params: types.DidSaveNotebookDocumentParams) -> None:
-    path = path_of(params.notebook_document.uri)
+def _saved(
+    server: AmpLintServer,
+    params: types.DidSaveTextDocumentParams | types.DidSaveNotebookDocumentParams,
+) -> None:
+    if isinstance(params, types.DidSaveTextDocumentParams):
+        path = path_of(params.text_document.uri)
+    else:
+        path = path_of(params.notebook_document.uri)
     if path is not None:
-        server.projects.reread(path)
+        server.projects.reread(path)  # the disk now holds what the editor saved
     server.schedule(0)
 
 
@@ -120,8 +118,7 @@ async def _files_changed(server: AmpLintServer, params: types.DidChangeWatchedFi
     paths = [path for change in params.changes if (path := path_of(change.uri)) is not None]
     if any(os.path.basename(path) in _SETTINGS_FILES for path in paths):
         # Settings or ignores changed: which files are linted, and how, may have too.
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(server.linter, server.projects.load_disk)
+        await server.read_workspace()
     else:
         for path in paths:
             server.projects.reread(path)
@@ -140,8 +137,7 @@ async def _folders_changed(
         if path is not None and Path(path) not in kept:
             kept.append(Path(path))
     server.projects.folders = kept
-    loop = asyncio.get_running_loop()
-    await loop.run_in_executor(server.linter, server.projects.load_disk)
+    await server.read_workspace()
     server.schedule(0)
 
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from amp_lint.analysis.project_memo import ProjectMemo
-from amp_lint.config import Config
 from amp_lint.files import LINTED_SUFFIXES, discover_python_files
 from amp_lint.findings import Finding
 from amp_lint.gitignore import ignores_named_path
@@ -98,10 +97,6 @@ class WorkspaceProjects:
     def close(self, path: str) -> None:
         self.documents.pop(_normal(path), None)
 
-    def is_linted(self, path: str) -> bool:
-        path = _normal(path)
-        return path in self.disk or self._is_lintable(path)
-
     def snapshot(self) -> Snapshot:
         """The current files, grouped into projects by the config that applies to each."""
         paths = list(self.disk)
@@ -156,9 +151,6 @@ class WorkspaceProjects:
                     tuple(outcome.remaining), outcome.error, outcome.notice, outcome.fixed_source
                 )
         return results
-
-    def config_for(self, path: str) -> Config:
-        return self.resolver.resolve_file(Path(path)).config
 
     def _report_once(self, message: str) -> None:
         """A bad config file is named once, not after every keystroke."""
