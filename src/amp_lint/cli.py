@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from amp_lint import __version__, cache_clean, check_options
+from amp_lint import __version__, cache_clean, check_options, lsp
 from amp_lint.add_noqa import report_added_noqa
 from amp_lint.cache import DEFAULT_DIRECTORY
 from amp_lint.check_settings import print_files, print_settings, resolver_for, verbose_printer
@@ -231,7 +231,7 @@ def _parser() -> argparse.ArgumentParser:
         "editors: diagnostics, quick fixes and hovers over the workspace as a project. Needs "
         "`pip install 'amp-lint[lsp]'`. See docs/editors.md.",
     )
-    server.set_defaults(run=_run_server)
+    server.set_defaults(run=lsp.run)
     return parser
 
 
@@ -376,17 +376,6 @@ def _verify_command() -> ModuleType:
 def _run_verify(args: argparse.Namespace) -> int:
     status: int = _verify_command().run(args)
     return status
-
-
-def _run_server(args: argparse.Namespace) -> int:
-    try:
-        from amp_lint.lsp.server import main as serve
-    except ImportError as error:  # the lsp extra is not installed
-        Reporter().error(
-            f"`amp-lint server` needs pygls and lsprotocol ({error}): pip install 'amp-lint[lsp]'"
-        )
-        return EXIT_ERROR
-    return serve()
 
 
 def _run_rule(args: argparse.Namespace) -> int:
