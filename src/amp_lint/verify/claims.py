@@ -15,12 +15,10 @@ them to the device, so that every device sees the same numbers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 from amp_lint.verify.claim_programs import (
-    Program,
     boolean_and_integer_indexing,
     divide_by_1e_3,
     extension_custom_fwd,
@@ -38,57 +36,13 @@ from amp_lint.verify.claim_programs import (
     torchmetrics_ssim_program,
     two_losses,
 )
+from amp_lint.verify.claim_sets import casts, fsdp, scaler, statistics, training
+from amp_lint.verify.claim_types import Claim, Experiment
 from amp_lint.verify.outcomes import Outcome, ReferenceFailed, classify, run_reference
 from amp_lint.verify.suite import _seeded, float32_means_float32
 
-if TYPE_CHECKING:
-    pass
-
 NOT_RUN = "not run"
 INVALID = "invalid"
-
-
-def _runnable(device: str) -> str:
-    return ""
-
-
-@dataclass(frozen=True)
-class Experiment:
-    name: str
-    #: One sentence: what the program does.
-    ran: str
-    program: Program
-    devices: tuple[str, ...] = ("cpu", "cuda")
-    #: What the experiment needs beyond torch; it is reported as not run without it.
-    needs: str = ""
-    #: Why it cannot run on a device ("" when it can). May prepare what the program uses
-    #: (the compiled extension), so that a build failure is reported, not classified.
-    missing: Callable[[str], str] = _runnable
-
-
-@dataclass(frozen=True)
-class Claim:
-    key: str
-    #: The advice as it is commonly stated.
-    claim: str
-    #: A public page where the advice, or the report it grew from, can be read ("" if none).
-    source: str
-    experiments: tuple[Experiment, ...]
-    #: What the runs showed, in a few sentences; written from the committed reports
-    #: (docs/evidence/) and kept honest by tests/test_claims.py's assertions.
-    verdict: str = ""
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "claim": self.claim,
-            "source": self.source,
-            "verdict": self.verdict,
-            "experiments": [
-                {"name": e.name, "ran": e.ran, "needs": e.needs, "devices": list(e.devices)}
-                for e in self.experiments
-            ],
-        }
 
 
 def run_claims(devices: Sequence[str], dtypes: Sequence[str]) -> list[dict[str, Any]]:
@@ -146,7 +100,7 @@ _DOCS_AMP = "https://pytorch.org/docs/stable/amp.html"
 _DOCS_AMP_EXAMPLES = "https://pytorch.org/docs/stable/notes/amp_examples.html"
 _COMPILER = "a C++/CUDA compiler and ninja"
 
-CLAIMS: tuple[Claim, ...] = (
+_CORE_CLAIMS: tuple[Claim, ...] = (
     Claim(
         "mask-write-illegal-memory",
         'A boolean-mask write `x[m] = 0` on a half tensor "causes an illegal memory access"',
@@ -384,4 +338,15 @@ CLAIMS: tuple[Claim, ...] = (
             "then skips the step and halves the scale."
         ),
     ),
+)
+
+# Claims grouped by topic live in claim_sets/, one module each, so that a topic's programs,
+# claims and verdicts stay together.
+CLAIMS: tuple[Claim, ...] = (
+    *_CORE_CLAIMS,
+    *training.CLAIMS,
+    *fsdp.CLAIMS,
+    *casts.CLAIMS,
+    *statistics.CLAIMS,
+    *scaler.CLAIMS,
 )
