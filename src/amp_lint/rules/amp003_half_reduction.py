@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from amp_lint.analysis.contractions import contraction, sequence_sum
 from amp_lint.analysis.frames import ExecutionContext
 from amp_lint.analysis.outline import positional_arguments
 from amp_lint.analysis.semantics import op_name_for_function
@@ -29,7 +30,8 @@ class HalfReduction(Rule):
     name = "half-reduction"
     summary = (
         "Checks for reductions that run in float16 on the device in use (sums, products, "
-        "variances), and for squares or products computed in float16 before a reduction."
+        "variances), for squares or products computed in float16 before a reduction, and "
+        "for sums over the sequence axis hidden in linear attention's float16 contractions."
     )
     why = """\
 float16 tops out at 65504. PyTorch accumulates reductions in float32 internally but stores
@@ -44,7 +46,19 @@ per-device op lists to decide.
 
 A square or product taken in float16 (`x * x`, `x.square()`, and `x ** 2` where `pow` is
 not upcast) overflows for |x| > 256 *before* the reduction sees it, so even CUDA's float32
-`sum` returns `inf`. The loss or statistic is then inf/NaN and GradScaler skips every step."""
+`sum` returns `inf`. The loss or statistic is then inf/NaN and GradScaler skips every step.
+
+Linear attention (fast-transformers, Performer, "Transformers are RNNs") hides such sums in
+contractions that autocast runs in the low dtype on both devices: `k.transpose(-2, -1) @ v`
+(einsum `"...nd,...ne->...de"`) sums over the sequence axis, and so does the normaliser
+`q @ k.sum(dim=-2)` (`"...nd,...d->...n"`). matmul accumulates in float32 but stores a half
+result. Measured on torch 2.13 CPU with float16 autocast, ELU+1 features of a LayerNorm and a
+Linear (64-dim heads): the normaliser grows by about 88 per token (22,543 at 256 tokens,
+45,459 at 512) and is `inf` from about 750 tokens, so the attention output silently becomes 0
+(measured at 768 to 8192 tokens); past about 12,000 tokens q·(kᵀv) overflows too and the
+output is NaN (measured at 16,384). bfloat16 stayed within 1.1% of float32. Softmax attention
+`softmax(q @ k.transpose(-2, -1)) @ v` is not such a sum: its weights sum to 1 over the keys,
+and neither is efficient attention's kᵀv with `k.softmax(dim=-2)`."""
     example = """\
 import torch
 
@@ -63,16 +77,33 @@ with torch.autocast("cpu", dtype=torch.float16):
 """
     fix_safety = """\
 The fix upcasts with `.float()` before the reduction. It is **unsafe**: the result becomes
-float32 instead of float16, which changes numerics and the dtype seen by later code."""
+float32 instead of float16, which changes numerics and the dtype seen by later code. There is
+no fix for linear attention's contractions: `.float()` operands are cast back by autocast,
+and a float32 `kᵀv` is cast back to half by the matmul that consumes it, so the whole
+attention (kᵀv, the normaliser and their products) must move into
+`with torch.autocast(..., enabled=False):` with `.float()` operands, by hand."""
     known_limitations = """\
 Only flagged when the input is known to be float16 (or half of unknown precision under a
 region whose dtype may be float16); bfloat16 has float32's range and is not flagged. With an
 autocast device that is not known statically, ops that CUDA upcasts and CPU does not are not
-flagged."""
-    node_types = (cst.Call,)
+flagged. Linear attention is recognised by shape: a matmul whose left operand is
+`x.transpose(-2, -1)` (or `.mT`) and whose right one is not transposed; an einsum of two
+operands summing one index that sits at the same place in both, after a batch index or `...`
+and before their last (feature) indices, which are kept; a matmul or einsum with an operand
+that is a `sum`/`cumsum` over the sequence axis (`dim=-2`, or the axis the equation keeps as
+the queries' positions), written in place or assigned to a local name. An operand assigned a
+`softmax` over the summed axis anywhere in the function is taken as bounded and not flagged.
+Values that are small by construction (Performer's `exp(x - max)` features scaled by m^-1/2)
+cannot be told apart and are flagged."""
+    node_types = (cst.Call, cst.BinaryOperation)
 
     def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
-        assert isinstance(node, cst.Call)
+        contracted = _sequence_contraction(node, ctx)
+        if contracted is not None:
+            yield contracted
+            return
+        if not isinstance(node, cst.Call):
+            return
         report = _hazard(node, ctx)
         if report is None:
             return
@@ -115,6 +146,43 @@ def _hazard(node: cst.Call, ctx: ExecutionContext) -> Report | None:
         summary=f"`{brief(node, 22)}` runs in {half_brief(operand_dtype)}: above 65504 it silently "
         f"becomes inf; call `.float()` first",
     )
+
+
+def _sequence_contraction(node: cst.CSTNode, ctx: ExecutionContext) -> Report | None:
+    """A float16 matmul or einsum whose values are sums over the sequence axis (linear
+    attention's kᵀv and its normaliser q·Σk). Lint only: `.float()` alone is undone by
+    autocast, and the island must hold what consumes the result too."""
+    found = contraction(node, ctx)
+    if found is None or not ctx.dtype(found.node).may_be_float16:
+        return None
+    hidden = sequence_sum(found, ctx)
+    if hidden is None:
+        return None
+    dtype = ctx.dtype(found.node)
+    fix = (
+        "compute the attention in float32: `.float()` operands inside `with "
+        "torch.autocast(..., enabled=False):` (under autocast `.float()` alone is cast back)"
+    )
+    if hidden.kind == "keys-values":
+        message = (
+            f"`{code(node)}` runs in {half_phrase(dtype)} and sums over the sequence axis (kᵀv "
+            "of linear attention): its values grow with the sequence length, and they or the "
+            f"products that use them silently become inf past 65504 on long inputs; {fix}"
+        )
+        what = "sums over the sequence"
+    else:
+        message = (
+            f"`{code(node)}` runs in {half_phrase(dtype)} on `{code(hidden.summed)}`, a sum "
+            "over the sequence axis: the normaliser q·Σk grows with the sequence length "
+            "(about 88 per token for 64-dim ELU+1 features, inf from about 750 tokens) and "
+            f"silently becomes inf, so the attention output becomes 0 or NaN; {fix}"
+        )
+        what = "normalises by a sequence sum"
+    summary = (
+        f"`{brief(node, 22)}` {what} in {half_brief(dtype)}: inf on long inputs; run it in "
+        "float32, autocast off"
+    )
+    return Report(node, message, summary=summary)
 
 
 def _reduction(
