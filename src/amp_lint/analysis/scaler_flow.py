@@ -33,6 +33,7 @@ from amp_lint.analysis.calls import ClassInfo, ModuleIndex, build_index
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import dotted_name
 from amp_lint.analysis.outline import child_nodes, positional_arguments, walk_statements
+from amp_lint.analysis.scaler_calls import CallTargets, in_caller_terms
 from amp_lint.analysis.scaler_names import (
     AMP_WORDS,
     CLIP_FUNCTIONS,
@@ -42,6 +43,7 @@ from amp_lint.analysis.scaler_names import (
     all_calls,
     calls_in_order,
     collect_names,
+    computes_norm_only,
     same_scaler,
     scale_call,
 )
@@ -62,7 +64,9 @@ class Backward:
 
 @dataclass(frozen=True)
 class ScalerHazard:
-    kind: str  # "clip" (AMP301), "bypass" (AMP302), "no_update" (AMP303)
+    # "clip" (AMP301), "bypass" and "double_step" (AMP302), "no_update" (AMP303),
+    # "late_clip" (AMP311)
+    kind: str
     node: cst.Call
     via: tuple[cst.Call, ...] = ()
     backwards: tuple[Backward, ...] = ()
@@ -77,6 +81,8 @@ class ScalerHazard:
     detail: str = ""
     # no_update: the loop over optimizers the step is in, after which an update belongs.
     optimizer_loop: cst.For | None = None
+    # double_step, late_clip: the `scaler.step(optimizer)` that already made the update.
+    step: cst.Call | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,9 @@ class _State:
     # Clips made with no backward in sight (it ran in the caller): they clipped scaled
     # gradients if a `scaler.step(...)` follows here with no `unscale_` before them.
     clips: tuple[tuple[cst.Call, _Context], ...] = ()
+    # The `scaler.step(optimizer)` calls of this iteration that may have run, with the
+    # optimizer as spelled where the walk is: the gradients they consumed are still there.
+    steps: frozenset[tuple[cst.Call, str]] = frozenset()
 
     def merge(self, other: _State) -> _State:
         return _State(
@@ -94,6 +103,7 @@ class _State:
             self.unscaled or other.unscaled,
             self.stepped or other.stepped,
             self.clips + tuple(c for c in other.clips if c not in self.clips),
+            self.steps | other.steps,
         )
 
 
@@ -109,6 +119,10 @@ class _Context:
     line: cst.SimpleStatementLine | None = None
     suppressed: bool = False  # a non-AMP branch
     active: frozenset[int] = frozenset()  # functions being walked (no recursion)
+    # The function whose body is walked (a followed callee's), and what its `self` is in
+    # the walked function's terms (`self.engine` inside `self.engine.backward_loss()`).
+    body_of: cst.FunctionDef | None = None
+    self_as: cst.BaseExpression | None = None
 
 
 @dataclass
@@ -154,8 +168,9 @@ class _Walker:
         self.scaled_names: dict[int, dict[str, cst.BaseExpression]] = {}
         self._called_in_loops: set[str] | None = None
         # (function, entry state, suppressed) -> exit state of a followed call
-        self.followed: dict[tuple[int, _State, bool], _State] = {}
+        self.followed: dict[tuple[int, _State, bool, str | None], _State] = {}
         self.calls: dict[int, list[cst.Call]] = {}  # statement -> its calls, in order
+        self.targets = CallTargets(index)
 
     # Statements
 
@@ -181,8 +196,10 @@ class _Walker:
             entry = state
             for _ in range(4):
                 end = self.suite(statement.body, entry, inner)
-                merged = entry.merge(end)
+                # The next iteration starts a new one: its steps are not this one's.
+                merged = entry.merge(replace(end, steps=frozenset()))
                 if merged == entry:
+                    entry = entry.merge(end)
                     break
                 entry = merged
             if statement.orelse is not None:
@@ -327,7 +344,8 @@ class _Walker:
                         self.flow.steps.setdefault(_key(ctx.function), []).append((call, ctx.path))
                         self.record_step(call, ctx)
                     self.clips_before_step(state)
-                    return replace(state, unscaled=True, stepped=True, clips=())
+                    steps = state.steps | _stepped(call, ctx)
+                    return replace(state, unscaled=True, stepped=True, clips=(), steps=steps)
                 if method == "update":
                     return replace(state, unscaled=True, stepped=True)
                 return state
@@ -361,11 +379,13 @@ class _Walker:
         return None
 
     def backward(self, call: cst.Call, scaler: cst.BaseExpression, ctx: _Context) -> _State:
-        event = Backward(call, scaler, bool(ctx.via))
+        event = Backward(call, in_caller_terms(scaler, ctx.self_as), bool(ctx.via))
         return _State(frozenset([event]), unscaled=False, stepped=False)
 
     def clip(self, call: cst.Call, state: _State, ctx: _Context) -> _State:
-        if state.backwards and not state.unscaled and not ctx.suppressed:
+        if state.steps and not ctx.suppressed and not computes_norm_only(call):
+            self.report("late_clip", call, state, ctx)
+        elif state.backwards and not state.unscaled and not ctx.suppressed:
             self.report("clip", call, state, ctx)
         elif not state.backwards and not state.unscaled and not state.stepped:
             return replace(state, clips=(*state.clips, (call, ctx)))
@@ -380,7 +400,12 @@ class _Walker:
                 self.report("clip", call, state, clip_ctx)
 
     def optimizer_step(self, call: cst.Call, state: _State, ctx: _Context) -> _State:
-        if state.backwards and not state.stepped and not ctx.suppressed:
+        assert isinstance(call.func, cst.Attribute)
+        optimizer = dotted_name(in_caller_terms(call.func.value, ctx.self_as))
+        again = [step for step, stepped in state.steps if stepped == optimizer]
+        if again and not ctx.suppressed:
+            self.report("double_step", call, state, ctx)
+        elif state.backwards and not state.stepped and not ctx.suppressed:
             self.report("bypass", call, state, ctx)
         # The bypassing step consumed the gradients; what follows is another story.
         return replace(state, unscaled=True, stepped=True)
@@ -394,6 +419,7 @@ class _Walker:
         if known is not None and len(self.flow.hazards[known].via) <= len(ctx.via):
             return
         backwards = tuple(sorted(state.backwards, key=lambda b: b.in_callee))
+        steps = sorted(state.steps, key=lambda step: step[1])
         hazard = ScalerHazard(
             kind,
             call,
@@ -403,6 +429,7 @@ class _Walker:
             line=ctx.line if not ctx.via else None,
             function=ctx.function,
             path=ctx.path,
+            step=steps[0][0] if steps else None,
         )
         if known is not None:
             self.flow.hazards[known] = hazard
@@ -413,11 +440,11 @@ class _Walker:
     def follow(self, call: cst.Call, state: _State, ctx: _Context) -> _State:
         if len(ctx.via) >= MAX_DEPTH:
             return state
-        target = self.resolve(call, ctx.owner)
-        if target is None or id(target) in ctx.active:
+        target = self.targets.resolve(call, ctx.owner, ctx.body_of or ctx.function, ctx.self_as)
+        if target is None or id(target.function) in ctx.active:
             return state
-        function, owner = target
-        memo_key = (id(function), state, ctx.suppressed)
+        function, owner = target.function, target.owner
+        memo_key = (id(function), state, ctx.suppressed, _spelling(target.self_as))
         if memo_key in self.followed:
             return self.followed[memo_key]
         if len(self.followed) >= MAX_FOLLOWED:
@@ -429,28 +456,13 @@ class _Walker:
             path=ctx.path,
             suppressed=ctx.suppressed,
             active=ctx.active | {id(function)},
+            body_of=function,
+            self_as=target.self_as,
         )
         self.followed[memo_key] = state  # while walking it (recursion): no effect
         end = self.suite(function.body, state, inner)
         self.followed[memo_key] = end
         return end
-
-    def resolve(
-        self, call: cst.Call, owner: ClassInfo | None
-    ) -> tuple[cst.FunctionDef, ClassInfo | None] | None:
-        func = call.func
-        if isinstance(func, cst.Name):
-            function = self.index.functions.get(func.value)
-            return (function, None) if function is not None else None
-        if (
-            isinstance(func, cst.Attribute)
-            and isinstance(func.value, cst.Name)
-            and func.value.value == "self"
-            and owner is not None
-        ):
-            method = owner.methods.get(func.attr.value)
-            return (method, owner) if method is not None else None
-        return None
 
     # AMP303
 
@@ -513,11 +525,11 @@ class _Walker:
                 and same_scaler(func.value, scaler)
             ):
                 return True
-            target = self.resolve(call, owner) if depth < MAX_DEPTH else None
+            target = self.targets.resolve(call, owner, None, None) if depth < MAX_DEPTH else None
             if (
                 target is not None
-                and target[0] is not node
-                and self.reaches_update(target[0].body, scaler, target[1], depth + 1)
+                and target.function is not node
+                and self.reaches_update(target.function.body, scaler, target.owner, depth + 1)
             ):
                 return True
         return False
@@ -563,6 +575,17 @@ class _Walker:
                 break
         self._called_in_loops = called
         return called
+
+
+def _stepped(call: cst.Call, ctx: _Context) -> frozenset[tuple[cst.Call, str]]:
+    """`scaler.step(optimizer)`'s optimizer as spelled in the walked function."""
+    arguments = positional_arguments(call)
+    spelled = dotted_name(in_caller_terms(arguments[0], ctx.self_as)) if arguments else None
+    return frozenset([(call, spelled)]) if spelled else frozenset()
+
+
+def _spelling(node: cst.BaseExpression | None) -> str | None:
+    return dotted_name(node) if node is not None else None
 
 
 def _names_in(node: cst.CSTNode) -> Iterator[cst.Name]:

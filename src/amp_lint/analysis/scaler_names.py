@@ -197,3 +197,26 @@ def calls_in_order(node: cst.CSTNode) -> list[cst.Call]:
 
     visit(node)
     return order
+
+
+_INFINITY = frozenset(["math.inf", "torch.inf", "numpy.inf", "np.inf"])
+
+
+def computes_norm_only(call: cst.Call) -> bool:
+    """`clip_grad_norm_(params, float("inf"))`: a clip that never clips, called for the
+    norm it returns (to log it)."""
+    arguments = positional_arguments(call)
+    limit = next((a.value for a in call.args if a.keyword and a.keyword.value == "max_norm"), None)
+    if limit is None and len(arguments) >= 2:
+        limit = arguments[1]
+    if limit is None:
+        return False
+    if dotted_name(limit) in _INFINITY:
+        return True
+    return (
+        isinstance(limit, cst.Call)
+        and dotted_name(limit.func) == "float"
+        and len(limit.args) == 1
+        and isinstance(limit.args[0].value, cst.SimpleString)
+        and limit.args[0].value.evaluated_value in ("inf", "Inf", "infinity")
+    )

@@ -79,9 +79,15 @@ than the step (inside a loop over parameter groups, or on every micro-batch whil
 waits for the accumulation boundary: unscaling there would raise on the second
 micro-batch); or when the clip is reached through a call into a helper."""
     known_limitations = """\
-The order is followed within one function and into the module's own functions and
-`self.` methods that it calls; a backward and a clip in different methods that a caller
-runs in turn (`self.backward(loss); self.clip()`) are seen only from that caller. Branches
+The order is followed within one function and into the module's own functions, `self.`
+methods (inherited from the module's classes too) and methods of objects built from the
+module's classes (`self.engine = AmpEngine()` in `__init__`, or `engine = AmpEngine()` in
+the function) that it calls; a backward and a clip in different methods that a caller
+runs in turn (`self.engine.backward_loss(loss); self._clip()`) are seen only from that
+caller. An object received as a parameter (`runner.engine`, a framework's precision
+plugin) may be of any class and is not followed, nor are calls into other files: the
+catalyst (`OptimizerCallback`) and Lightning (`OptimizerLoop`) bugs of this kind are
+out of reach. Branches
 are merged optimistically: an `unscale_` on any path counts, so
 `if use_amp: scaler.unscale_(opt)` before an unconditional clip passes, and branches that
 are the non-AMP alternative (`else:` of a branch that calls `scaler.step`, `if not

@@ -33,7 +33,8 @@ class StepBypassesScaler(Rule):
     vocabulary = SCALER_VOCABULARY
     summary = (
         "Checks for `optimizer.step()` called directly after `scaler.scale(loss).backward()` "
-        "instead of `scaler.step(optimizer)`."
+        "instead of `scaler.step(optimizer)`, or again after `scaler.step(optimizer)` on the "
+        "same gradients."
     )
     why = """\
 `scaler.scale(loss).backward()` produces gradients multiplied by the loss scale (65536
@@ -49,7 +50,17 @@ does neither:
   scale, and bypassing it turns that into NaN weights.
 
 Nothing raises, unless `scaler.update()` follows: with no `scaler.step` or `unscale_` before
-it, it fails with `AssertionError: No inf checks were recorded prior to update.`"""
+it, it fails with `AssertionError: No inf checks were recorded prior to update.`
+
+The same `optimizer.step()` left in *after* `scaler.step(optimizer)` (a leftover of adding
+AMP to a float32 loop) bypasses the scaler too: `scaler.step` has unscaled the gradients
+in place and stepped, and the plain step updates the weights a second time with the same
+gradients. Worse, when the scaler skipped its step because a gradient was inf/NaN, the
+plain step applies that gradient. Measured on CPU with `torch.amp.GradScaler("cpu")`
+(torch 2.13, a 4x4 linear layer and SGD, lr 0.1): with finite gradients the weights moved
+exactly twice as far as with `scaler.step` alone (max |Δw| 0.0816 against 0.0408); with one
+gradient entry set to inf, `scaler.step` skipped the update (weights unchanged, scale
+halved to 32768) and the extra `optimizer.step()` wrote -inf into that weight."""
     example = """\
 import torch
 
@@ -94,6 +105,7 @@ ignored. The walk is the one AMP301 describes: branches that are the non-AMP alt
 checked, and conditions that are correlated in other ways may still be reported."""
 
     def check_module(self, facts: ModuleFacts) -> Iterator[Report]:
+        yield from _double_steps(facts)
         hazards = list(scaler_flow(facts).of_kind("bypass"))
         # One `update()` per iteration: added after the function's last bypassing step.
         last: dict[tuple[int, str], ScalerHazard] = {}
@@ -154,3 +166,22 @@ def _fix(hazard: ScalerHazard, facts: ModuleFacts, last: bool) -> Fix | None:
     stepped = line.with_changes(body=[cst.Expr(step)])
     edit = insert_after(line, f"{scaler}.update()", replaced=stepped)
     return Fix(FixSafety.UNSAFE, title + f" and `{scaler}.update()`", edits=(edit,))
+
+
+def _double_steps(facts: ModuleFacts) -> Iterator[Report]:
+    """`optimizer.step()` after `scaler.step(optimizer)` on the same gradients."""
+    for hazard in scaler_flow(facts).of_kind("double_step"):
+        assert hazard.step is not None
+        step = hazard.step
+        message = (
+            f"`{code(hazard.node)}` after `{code(step)}` (line {facts.line_of(step)}) updates "
+            "the weights a second time with the same (unscaled) gradients, and when the "
+            "scaler skipped its step because they hold inf/NaN, this step applies them and "
+            f"the weights silently become inf/NaN; remove `{code(hazard.node)}`"
+            f"{via(hazard, facts)}"
+        )
+        summary = (
+            f"`{brief(hazard.node, 16)}` after `{brief(step, 24)}` steps twice and applies "
+            "inf/NaN grads; remove it"
+        )
+        yield Report(hazard.node, message, via=via_steps(hazard, facts), summary=summary)
