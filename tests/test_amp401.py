@@ -67,8 +67,16 @@ def dedent(source: str) -> str:
 )
 def test_each_spelling_is_flagged_once_with_a_safe_fix(source: str) -> None:
     findings = lint(source)
-    assert len(findings) == 1, findings
-    finding = findings[0]
+    imports = [f for f in findings if "imports AMP APIs deprecated" in f.message]
+    # The deprecated import, where there is one, is one more finding, on its own line.
+    deprecated_import = source.startswith(
+        ("import torch.cuda.amp as", "from torch.cuda import amp", "from torch.cuda.amp")
+    )
+    assert [f.line for f in imports] == ([1] if deprecated_import else [])
+    assert all(f.fix is not None and f.fix.safety is FixSafety.SAFE for f in imports)
+    uses = [f for f in findings if f not in imports]
+    assert len(uses) == 1, findings
+    finding = uses[0]
     assert (finding.code, finding.name) == ("AMP401", "deprecated-amp-api")
     assert finding.message.startswith("FutureWarning at run time: ")
     assert finding.fix is not None and finding.fix.safety is FixSafety.SAFE
@@ -232,7 +240,8 @@ def test_single_quoted_file_gets_single_quotes() -> None:
 def test_documented_example_fixes_to_the_documented_fixed_example() -> None:
     from amp_lint.rules.amp401_deprecated_amp_api import DeprecatedAmpApi
 
-    assert len(lint(DeprecatedAmpApi.example)) == 4
+    # Four uses, and the import they come through.
+    assert len(lint(DeprecatedAmpApi.example)) == 5
     assert fix(DeprecatedAmpApi.example) == DeprecatedAmpApi.fixed_example
 
 
@@ -258,7 +267,11 @@ def test_module_alias_never_gives_amp_amp() -> None:
 def test_import_torch_is_added_and_the_from_import_removed() -> None:
     # TorchFix wrote `torch.amp.autocast("cuda")` without importing torch.
     source = "from torch.cuda.amp import GradScaler, autocast\n\nwith autocast():\n    pass\n"
-    (finding,) = lint(source)
+    (imported, finding) = lint(source)
+    # The import's own fix does the same: it rewrites the use and removes what it bound.
+    assert imported.line == 1 and imported.fix is not None
+    assert imported.fix.imports == ("torch",)
+    assert imported.fix.unused_imports == (("torch.cuda.amp", "autocast", None),)
     assert finding.fix is not None
     assert finding.fix.imports == ("torch",)
     assert finding.fix.unused_imports == (("torch.cuda.amp", "autocast", None),)
@@ -290,8 +303,9 @@ def test_from_import_still_used_elsewhere_is_kept() -> None:
 
 def test_no_fix_when_torch_names_something_else() -> None:
     source = "from lib import torch\nfrom torch.cuda.amp import autocast\nwith autocast():\n  ...\n"
-    (finding,) = lint(source)
-    assert finding.fix is None
+    findings = lint(source)
+    assert [f.line for f in findings] == [2, 3]  # the import and its use
+    assert all(finding.fix is None for finding in findings)
 
 
 def test_no_import_needed_when_a_submodule_import_binds_torch() -> None:
@@ -421,7 +435,10 @@ def test_fix_removes_the_import_when_no_linted_file_imports_it(tmp_path: Path) -
     ],
 )
 def test_flagged_without_fix(source: str, words: str) -> None:
-    (finding,) = lint(source)
+    findings = lint(source)
+    imports = [f for f in findings if "imports AMP APIs deprecated" in f.message]
+    assert all(f.fix is None for f in imports)  # nothing through them can be rewritten
+    (finding,) = [f for f in findings if f not in imports]
     assert finding.fix is None
     assert words in finding.message
     assert fix(source) == source
@@ -512,3 +529,72 @@ def test_documented_difference_in_nested_regions() -> None:
         top_level_old, top_level_new = torch.cpu.amp.autocast(), torch.amp.autocast("cpu")
     assert (old.fast_dtype, new.fast_dtype) == (torch.bfloat16, torch.float16)
     assert top_level_old.fast_dtype == top_level_new.fast_dtype == torch.bfloat16
+
+
+# The import a use comes through: one more finding, gated and fixed as its uses are
+
+
+def test_the_import_is_reported_once_and_its_fix_migrates_every_use() -> None:
+    source = dedent(
+        """\
+        from torch.cuda.amp import GradScaler, autocast
+
+        scaler = GradScaler()
+        with autocast():
+            pass
+        with autocast(dtype=None):
+            pass
+        """
+    )
+    findings = lint(source)
+    [imported] = [f for f in findings if f.line == 1]
+    assert len(findings) == 4
+    assert "`torch.cuda.amp.autocast`, `torch.cuda.amp.GradScaler`" in imported.message
+    assert "rewrites its 3 uses" in imported.message
+    # Fixing the file migrates the import with its uses: nothing of torch.cuda.amp is left.
+    only_import = fix_source(
+        source.encode(), "example.py", Config(select=("AMP401",)), unsafe=False
+    ).source.decode()
+    assert only_import == fix(source)
+    assert "cuda.amp" not in only_import and "import torch\n" in only_import
+
+
+def test_on_an_old_torch_the_import_names_only_what_it_can_replace() -> None:
+    source = dedent(
+        """\
+        from torch.cuda.amp import GradScaler, autocast
+
+        scaler = GradScaler()
+        with autocast():
+            pass
+        """
+    )
+    config = Config(select=("AMP401",), torch_version=(2, 1))
+    findings = lint_source(source.encode(), "example.py", config)
+    assert [f.line for f in findings] == [1, 4]  # GradScaler needs torch 2.3
+    imported = findings[0]
+    assert "on torch >= 2.4 calling them warns" in imported.message
+    assert "(`torch.cuda.amp.autocast`):" in imported.message  # GradScaler is not named
+    fixed = fix_source(source.encode(), "example.py", config, unsafe=False).source
+    assert b"from torch.cuda.amp import GradScaler\n" in fixed  # still used, still imported
+    assert fix_source(fixed, "example.py", config, unsafe=False).source == fixed
+    only_scaler = "from torch.cuda.amp import GradScaler\nscaler = GradScaler()\n"
+    assert lint_source(only_scaler.encode(), "example.py", config) == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # Compatibility imports: they run only on torch without the new API.
+        "try:\n    from torch.amp import GradScaler\nexcept ImportError:\n"
+        "    from torch.cuda.amp import GradScaler\ns = GradScaler('cuda')\n",
+        "import torch\nif TORCH_GE_2_4:\n    from torch.amp import autocast\nelse:\n"
+        "    from torch.cuda.amp import autocast\n",
+        # Used only in an annotation, which never calls it: nothing warns.
+        "from torch.cuda.amp import GradScaler\ndef f(s: GradScaler) -> None:\n    ...\n",
+        # `import torch.cuda.amp` binds torch; the use is reported, not the import.
+        "import torch.cuda.amp\n",
+    ],
+)
+def test_imports_that_are_not_reported(source: str) -> None:
+    assert [f for f in lint(source) if "imports AMP APIs" in f.message] == []

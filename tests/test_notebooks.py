@@ -277,7 +277,10 @@ def test_standard_input_with_a_notebook_name(tmp_path: Path) -> None:
         timeout=120,
     )
     assert checked.returncode == 1, checked.stderr
-    assert checked.stdout.decode().startswith("nb.ipynb:cell 3:2:6: AMP401")
+    # The import in cell 1 that the call comes through, then the call.
+    first, second = checked.stdout.decode().splitlines()
+    assert first.startswith("nb.ipynb:cell 1:3:1: AMP401")
+    assert second.startswith("nb.ipynb:cell 3:2:6: AMP401")
     fixed = subprocess.run(
         [str(AMP_LINT), "check", "--fix", "--stdin-filename", "nb.ipynb", "-"],
         cwd=tmp_path,
@@ -332,7 +335,8 @@ def test_json_fix_edits_name_their_cell(tmp_path: Path) -> None:
     result = amp_lint(
         tmp_path, "check", "--no-cache", "--output-format", "json", "deprecated.ipynb"
     )
-    (finding,) = json.loads(result.stdout)
+    imported, finding = json.loads(result.stdout)
+    assert (imported["cell"], imported["line"]) == (1, 3)  # the import the call comes through
     assert (finding["cell"], finding["line"]) == (3, 2)
     removal, call = finding["fix"]["edits"]
     assert removal == {

@@ -30,7 +30,10 @@ def apply_fixes(
     replacements: dict[int, Replacement] = {}
     applied: list[Finding] = []
     subtree_ids: dict[int, set[int]] = {}
-    for finding in findings:
+    # A fix of many places (AMP401's on an import: every use through it) yields to the fixes
+    # of single places it overlaps, so that each finding is fixed as itself; the next pass
+    # re-lints what is left.
+    for finding in sorted(findings, key=lambda f: len(f.fix.edits) if f.fix else 0):
         assert finding.fix is not None
         edits = finding.fix.edits
         if not edits:
@@ -49,6 +52,8 @@ def apply_fixes(
         applied.append(finding)
     if not applied:
         return module, []
+    position = {id(finding): i for i, finding in enumerate(findings)}
+    applied.sort(key=lambda finding: position[id(finding)])
     islands = {id(r) for r in replacements.values() if isinstance(r, cst.With)}
     replacer = _ReplaceByIdentity(replacements, islands, _paths_to(module, set(replacements)))
     new_module = module.visit(replacer)

@@ -32,7 +32,10 @@ from amp_lint.rules.deprecated_amp_apis import (
     ApiUse,
     DeprecatedApi,
     UseScan,
+    deprecated_imports,
 )
+from amp_lint.rules.deprecated_amp_imports import head as _head
+from amp_lint.rules.deprecated_amp_imports import import_report
 from amp_lint.torch_version import TorchVersion, format_torch_version
 
 
@@ -175,9 +178,14 @@ Names are resolved from the module's imports, ignoring scopes: a local variable 
 an imported `amp` or `autocast` is taken for the import, and an `import torch` inside a
 function counts as binding `torch` for the whole module.
 
-An aliased `from torch.cuda.amp import GradScaler as Scaler` and an `import torch.cuda.amp as
-amp` are left in place after the fix even when nothing uses them any more; remove them by
-hand (flake8's F401 points them out)."""
+The import a reported use comes through (`from torch.cuda.amp import autocast, GradScaler`,
+`import torch.cuda.amp as amp`, `from torch.cuda import amp`) is one more finding, one per
+statement, naming the APIs reported through it; its fix is the fixes of those uses together,
+so applying it, or theirs, gives the same file. An import used only in annotations or only
+by compatibility code, or only for APIs the `torch-version` target cannot replace, is not
+reported; `import torch.cuda.amp` (which binds `torch`) is left to its uses. An import inside a
+function, `if` or `try` is not removed by the fix even when nothing uses it any more (removing
+it could leave the block empty); flake8's F401 points it out."""
 
     def check_module(self, facts: ModuleFacts) -> Iterator[Report]:
         names = facts.names
@@ -198,8 +206,18 @@ hand (flake8's F401 points them out)."""
         torch = torch_spelling(names)
         quote = "'" if scan.single_quoted > scan.double_quoted else '"'
         exported = _ImportedElsewhere(facts)
-        for use in scan.uses:
-            yield _with_summary(_report(use, names, torch, quote, exported, target), use)
+        reports = [
+            (use, _with_summary(_report(use, names, torch, quote, exported, target), use))
+            for use in scan.uses
+        ]
+        yield from (report for _, report in reports)
+        for statement in deprecated_imports(facts.module):
+            if id(statement.statement) in compatibility_code:
+                continue
+            through = [(u, r) for u, r in reports if _head(u) in statement.bindings]
+            if through:
+                needs_torch = torch == "torch" and "torch" not in names.bindings
+                yield import_report(statement, through, needs_torch, exported, target)
 
 
 def _reported_on(use: ApiUse, target: TorchVersion | None) -> bool:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from amp_lint.analysis.names import ModuleNames
-from amp_lint.analysis.outline import child_nodes
+from amp_lint.analysis.outline import child_nodes, own_small_statements, walk_statements
 from amp_lint.torch_version import TorchVersion, format_torch_version
 
 # The first torch release with each replacement, and the one where the old names started to
@@ -209,3 +209,76 @@ class UseScan:
 _SKIPPED = (cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal, cst.AsName, cst.Annotation)
 # Nodes with a binding `target` besides expressions that are read.
 _TARGET_AND_MORE = (cst.AnnAssign, cst.AugAssign, cst.NamedExpr, cst.For, cst.CompFor)
+
+
+# The imports that bring them in
+
+# The deprecated namespaces themselves: `import torch.cuda.amp as amp`, `from torch.cuda
+# import amp` bind every API of the module at once.
+DEPRECATED_NAMESPACES = frozenset(["torch.cuda.amp", "torch.cpu.amp"])
+
+
+@dataclass(frozen=True)
+class DeprecatedImport:
+    """One import statement that binds deprecated APIs or namespaces."""
+
+    statement: cst.Import | cst.ImportFrom
+    # What removing each binding would name: (module, name, alias) as Fix.unused_imports
+    # writes it, by the local name it binds.
+    bindings: dict[str, tuple[str, str | None, str | None]]
+    # The deprecated APIs it imports by name (empty for a namespace import).
+    apis: tuple[DeprecatedApi, ...]
+    # Inside a function, `if` or `try`: removing it could leave its block empty.
+    nested: bool
+
+
+def deprecated_imports(module: cst.Module) -> list[DeprecatedImport]:
+    """The module's imports of deprecated AMP APIs (`from torch.cuda.amp import autocast`)
+    and namespaces (`import torch.cuda.amp as amp`, `from torch.cuda import amp`), at any
+    depth. `import torch.cuda.amp` binds `torch` and is left alone, as is `import *`."""
+    top_level = {id(statement) for statement in module.body}
+    found = []
+    for statement in walk_statements(module):
+        for small in own_small_statements(statement):
+            if isinstance(small, cst.ImportFrom):
+                entry = _from_import(small, id(statement) not in top_level)
+            elif isinstance(small, cst.Import):
+                entry = _module_import(small, id(statement) not in top_level)
+            else:
+                continue
+            if entry is not None:
+                found.append(entry)
+    return found
+
+
+def _from_import(statement: cst.ImportFrom, nested: bool) -> DeprecatedImport | None:
+    if statement.relative or statement.module is None:
+        return None
+    if isinstance(statement.names, cst.ImportStar):
+        return None
+    module = cst.Module([]).code_for_node(statement.module)
+    bindings: dict[str, tuple[str, str | None, str | None]] = {}
+    apis = []
+    for alias in statement.names:
+        name = alias.evaluated_name
+        qualified = f"{module}.{name}"
+        if qualified not in DEPRECATED and qualified not in DEPRECATED_NAMESPACES:
+            continue
+        local = alias.evaluated_alias or name
+        bindings[local] = (module, name, alias.evaluated_alias)
+        if qualified in DEPRECATED:
+            apis.append(DEPRECATED[qualified])
+    if not bindings:
+        return None
+    return DeprecatedImport(statement, bindings, tuple(apis), nested)
+
+
+def _module_import(statement: cst.Import, nested: bool) -> DeprecatedImport | None:
+    bindings: dict[str, tuple[str, str | None, str | None]] = {}
+    for alias in statement.names:
+        asname = alias.evaluated_alias
+        if asname is not None and alias.evaluated_name in DEPRECATED_NAMESPACES:
+            bindings[asname] = (alias.evaluated_name, None, asname)
+    if not bindings:
+        return None
+    return DeprecatedImport(statement, bindings, (), nested)
