@@ -21,6 +21,7 @@ from amp_lint.analysis.entry_points import decorator_regions
 from amp_lint.analysis.file_text import module_constant, region_openers
 from amp_lint.analysis.frames import MAX_CALL_DEPTH, ForeignClass, Frame, call_site
 from amp_lint.analysis.naming import is_activation_name
+from amp_lint.analysis.outline import dotted_name
 from amp_lint.analysis.project import (
     PROJECT_PREFIX,
     ClassAssumption,
@@ -206,18 +207,27 @@ class CrossFileCalls:
         return self.call_external(target.path, target.attribute, args, call, frame)
 
     def foreign_class(self, qualified: str) -> ForeignClass | None:
-        """The class `qualified` names in another linted file, following re-exports."""
+        """The class `qualified` names in another linted file, following re-exports and
+        module-level names bound to a class's `apply` (`scaled_matmul = ScaledMatmul.apply`:
+        the class, marked `applied`)."""
         target = self._project_target(qualified)
+        applied = False
         for _ in range(MAX_CALL_DEPTH):
             if target is None or target.path == self.interpreter.facts.path:
                 return None
             callee = self._loaded(target.path)
             if callee is None:
                 return None
-            info = callee.index.classes.get(target.attribute)
+            names = callee.facts.names
+            attribute = target.attribute
+            alias = applied_class(callee.index.module_assignments.get(attribute))
+            if alias is not None:
+                applied, attribute = True, dotted_name(alias) or ""
+            info = callee.index.classes.get(attribute)
             if info is not None:
-                return ForeignClass(target.path, info, callee.facts.names, callee.index)
-            reexported = callee.facts.names.bindings.get(target.attribute)
+                return ForeignClass(target.path, info, names, callee.index, applied, callee.facts)
+            reexported = names.qualified_name(alias) if alias is not None else None
+            reexported = reexported or names.bindings.get(attribute)
             if reexported is None:
                 return None
             target = callee.cross_file._project_target(reexported)
@@ -374,6 +384,13 @@ class CrossFileCalls:
         return self.interpreter.calls.run_memoised(
             key, function, lambda: self._entry_frame(entry, function, owner, regions)
         )
+
+
+def applied_class(node: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """`Cls` (a name or dotted name) of `Cls.apply`; None for anything else."""
+    if isinstance(node, cst.Attribute) and node.attr.value == "apply":
+        return node.value if dotted_name(node.value) is not None else None
+    return None
 
 
 def project_instance(target: ProjectTarget) -> str:

@@ -78,6 +78,11 @@ class ForeignClass:
     info: ClassInfo
     names: ModuleNames
     index: ModuleIndex
+    # Reached through a name bound to the class's `apply` (`scaled_matmul =
+    # ScaledMatmul.apply` in that file): calling the name applies an autograd Function.
+    applied: bool = False
+    # That file's facts, for the line of the class (`facts.line_of(info.node)`).
+    facts: ModuleFacts | None = field(default=None, compare=False, repr=False)
 
 
 class ExecutionContext:

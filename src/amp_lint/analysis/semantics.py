@@ -184,6 +184,17 @@ NN_MODULE_OPS: dict[str, str] = {
     "Sigmoid": "sigmoid",
     "Dropout": "dropout",
     "Identity": "identity",
+    # Windows and paddings of hand-written image statistics (SSIM): CPU autocast runs
+    # avg_pool3d and the reflection/replication pads in float32, the rest keep their input's.
+    "AvgPool1d": "avg_pool1d",
+    "AvgPool2d": "avg_pool2d",
+    "AvgPool3d": "avg_pool3d",
+    "ReflectionPad1d": "reflection_pad1d",
+    "ReflectionPad2d": "reflection_pad2d",
+    "ReflectionPad3d": "reflection_pad3d",
+    "ReplicationPad1d": "replication_pad1d",
+    "ReplicationPad2d": "replication_pad2d",
+    "ReplicationPad3d": "replication_pad3d",
 }
 # Modules holding other modules: called in turn (Sequential), indexed and iterated.
 CONTAINER_MODULES = frozenset(

@@ -3,33 +3,28 @@ whose forward lacks `custom_fwd` (or whose backward lacks `custom_bwd`)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import libcst as cst
 
-from amp_lint.analysis.calls import ClassInfo, ModuleIndex, build_index
+from amp_lint.analysis.calls import build_index
 from amp_lint.analysis.dtypes import DTypeKind
 from amp_lint.analysis.frames import ExecutionContext
 from amp_lint.analysis.literals import string_literal
 from amp_lint.analysis.module import ModuleFacts
-from amp_lint.analysis.names import ModuleNames, dotted_name
-from amp_lint.analysis.outline import (
-    small_statements,
-)
+from amp_lint.analysis.names import ModuleNames
 from amp_lint.analysis.regions import AutocastRegion
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.amp_api import torch_spelling
+from amp_lint.rules.applied_functions import AppliedFunctions, FunctionClass
 from amp_lint.rules.autograd_functions import (
     bound_arguments,
-    calls_outside_torch,
     cast_parameters,
+    computes_indices,
     converts_dtypes,
-    dispatches_to_kernel,
-    needs_matching_dtypes,
-    reads_saved_tensors,
     too_few_arguments,
-    upcasts_inputs,
 )
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import brief, code
@@ -160,15 +155,25 @@ autocast is off pass the call through, so the pair is right on either device; de
 your code never runs on. A Function applied under regions of several literal devices gets one
 decorator per device, added one region at a time."""
     known_limitations = """\
-Only Function classes defined in the same module are checked, applied as `Cls.apply(...)` or
-through an alias (`fn = Cls.apply`, `self.fn = Cls.apply`, at module level or in a
-function). A Function whose forward calls only torch functions and tensor methods is flagged
-only when its backward reads saved tensors *and* combines tensors where dtypes must match: a
-matmul (`@`, `mm`, `linear`, `conv*`, `einsum`...), a scatter or index write, or a call to
-code that is neither torch's nor this module's (an extension kernel). Module functions that
-forward or backward call are looked into one level deep. Elementwise backwards
-(`GradReverse`, GeLU, sqrt, dropout masks) promote mixed dtypes and run (measured under CPU
-autocast, float16 and bfloat16), so they are not flagged: in library mode on transformers
+Function classes of the module and of the other linted files are checked, applied as
+`Cls.apply(...)` (`Cls` defined here, imported, or reached through a module, `ops.Cls.apply`)
+or through an alias: `fn = Cls.apply` or `self.fn = Cls.apply` at module level or in a
+function, or a name imported from a linted file that binds it at module level
+(`from ops import scaled_matmul`, where ops.py has `scaled_matmul = ScaledMatmul.apply`,
+re-exports followed). The finding stays at the call, where the region is, and names the
+class's `path:line`; a Function of another file gets no fix at the call (decorate it there).
+A Function of a package that is not linted (performer's `CausalDotProduct` from
+`fast_transformers`) is out of reach: lint that package too. A Function that computes
+indices (forward calls `ctx.mark_non_differentiable`, backward returns only None) is flagged
+only when the call passes it a tensor known to be half: mmcv's `ball_query` and
+`furthest_point_sample` take point coordinates from the data pipeline. A Function whose
+forward calls only torch functions and tensor methods is flagged only when its backward
+reads saved tensors *and* combines tensors where dtypes must match: a matmul (`@`, `mm`,
+`linear`, `conv*`, `einsum`...), a scatter or index write, or a call to code that is neither
+torch's nor this module's (an extension kernel). Module functions that forward or backward
+call are looked into one level deep. Elementwise backwards (`GradReverse`, GeLU, sqrt,
+dropout masks) promote mixed dtypes and run (measured under CPU autocast, float16 and
+bfloat16), so they are not flagged: in library mode on transformers
 this removed 8 of 18 reports. A backward that calls methods of other objects
 (`layer.backward_pass(...)`) is not looked into, and one that recomputes a layer with
 autocast off is flagged only through its other calls. A `custom_fwd` whose
@@ -190,27 +195,10 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
     node_types = (cst.Call,)
 
     def __init__(self) -> None:
-        self._index: ModuleIndex | None = None
-        self._functions: dict[str, ClassInfo] = {}
-        # `fn = Cls.apply` / `self.fn = Cls.apply`: "fn" / "self.fn" -> "Cls".
-        self._aliases: dict[str, str] = {}
-        self._names: ModuleNames | None = None
+        self._applied = AppliedFunctions()
 
     def check_module(self, facts: ModuleFacts) -> Iterator[Report]:
-        self._names = facts.names
-        index = build_index(facts.module, facts.names)
-        self._index = index
-        self._functions = {n: i for n, i in index.classes.items() if i.is_autograd_function}
-        self._aliases = {}
-        if self._functions:
-            for small in small_statements(facts.module):
-                if isinstance(small, cst.Assign):
-                    applied = _applied_class(small.value)
-                    if applied in self._functions:
-                        for target in small.targets:
-                            name = dotted_name(target.target)
-                            if name:
-                                self._aliases[name] = applied
+        self._applied.read(facts, build_index(facts.module, facts.names))
         return iter(())
 
     def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
@@ -219,7 +207,7 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
         region = ctx.active_region
         if region is None:
             return
-        function = self._applied_function(node, ctx)
+        function = self._applied.applied(node, ctx)
         if function is None:
             return
         forward = function.method("forward")
@@ -228,6 +216,10 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
             return  # a call that raises TypeError in any precision is not an AMP finding
         if function.handles_half(forward):
             return  # custom_fwd(cast_inputs=float32) would add a float32 copy it exists to avoid
+        if computes_indices(forward, backward) and not _half_argument(forward, node, ctx):
+            # Indices of point coordinates from the data (mmcv's `ball_query`,
+            # `furthest_point_sample`): nothing autocast made goes in, no gradient comes out.
+            return
         mixed = _mixed_inputs(forward, node, ctx)
         if mixed is None and (
             _handles_dtypes(forward, node, ctx)
@@ -249,25 +241,8 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
             if function.path is None
             else None
         )
-        summary = _summary(function.info.name, fwd_missing, bwd_missing)
+        summary = _summary(function, fwd_missing, bwd_missing)
         yield Report(node, message, fix, summary=summary)
-
-    def _applied_function(self, node: cst.Call, ctx: ExecutionContext) -> _FunctionClass | None:
-        """The Function class `Cls.apply(...)` (or an alias of it) applies: one of this
-        module's, or one another linted file defines."""
-        applied = _applied_node(node.func)
-        class_name = applied.value if applied is not None else None
-        class_name = class_name or self._aliases.get(dotted_name(node.func) or "")
-        local = self._functions.get(class_name or "")
-        if local is not None:
-            assert self._names is not None and self._index is not None
-            return _FunctionClass(local, self._names, self._index, None)
-        if applied is None:
-            return None
-        foreign = ctx.imported_class(applied)
-        if foreign is None or not foreign.info.is_autograd_function:
-            return None
-        return _FunctionClass(foreign.info, foreign.names, foreign.index, foreign.path)
 
     def _fix(
         self,
@@ -304,70 +279,6 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
             edits=tuple(edits),
             imports=("torch",) if torch == "torch" and "torch" not in names.bindings else (),
         )
-
-
-def _applied_class(node: cst.BaseExpression) -> str | None:
-    """The class name `Cls` of `Cls.apply`."""
-    applied = _applied_node(node)
-    return applied.value if applied is not None else None
-
-
-def _applied_node(node: cst.BaseExpression) -> cst.Name | None:
-    """`Cls` in `Cls.apply`."""
-    if (
-        isinstance(node, cst.Attribute)
-        and node.attr.value == "apply"
-        and isinstance(node.value, cst.Name)
-    ):
-        return node.value
-    return None
-
-
-@dataclass(frozen=True)
-class _FunctionClass:
-    """A custom Function with the facts of the module that defines it (`path` None: this
-    one)."""
-
-    info: ClassInfo
-    names: ModuleNames
-    index: ModuleIndex
-    path: str | None
-
-    def method(self, name: str) -> cst.FunctionDef | None:
-        seen: set[str] = set()
-        current: ClassInfo | None = self.info
-        while current is not None and current.name not in seen:
-            seen.add(current.name)
-            if name in current.methods:
-                return current.methods[name]
-            bases = [self.index.classes.get(b) for b in current.base_names]
-            current = next((b for b in bases if b is not None and b.is_autograd_function), None)
-        return None
-
-    def handles_half(self, forward: cst.FunctionDef) -> bool:
-        """Forward deals with half inputs itself: it upcasts them (`x.float()`,
-        `x.to(torch.float32)`), or it launches a Triton kernel (`kernel[grid](...)` of a
-        `@triton.jit` function, or any such launch in a module that imports triton) or calls
-        a registered custom op (`torch.ops.<namespace>.<op>`), which load half inputs and
-        compute in float32 inside. Decorating it with `custom_fwd(cast_inputs=torch.float32)`
-        would materialise the float32 copies the kernel is written to avoid."""
-        return upcasts_inputs(forward, self.names) or dispatches_to_kernel(
-            forward, self.names, self.index
-        )
-
-    def mixes_dtypes(self, forward: cst.FunctionDef, backward: cst.FunctionDef | None) -> bool:
-        """Whether the Function can meet mismatched dtypes: a backward that reads saved
-        tensors and combines tensors where dtypes must match (a matmul, a scatter/index
-        write, an extension kernel), or a forward that calls code other than torch's.
-        Elementwise ops promote mixed dtypes, so a backward made of them alone runs (measured
-        on transformers' GeLU, sqrt and dropout Functions)."""
-        if (
-            backward is not None
-            and reads_saved_tensors(backward)
-            and needs_matching_dtypes(backward, self.names, self.index)
-        ):
-            return True
-        return calls_outside_torch(forward, self.names, self.index)
 
 
 def _decorated(
@@ -433,6 +344,11 @@ def _mixed_inputs(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionContex
     return f"with inputs of two dtypes ({half[0]} and {single[0]})"
 
 
+def _half_argument(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionContext) -> bool:
+    """The call passes forward a tensor known to be half precision."""
+    return any(ctx.dtype(argument).is_half for _, argument in bound_arguments(forward, call))
+
+
 def _handles_dtypes(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionContext) -> bool:
     """Forward casts some of its inputs to a common dtype itself (`weight.type_as(input)`),
     or the call casts what it passes (`fn(input.float(), ...)`): the author dealt with the
@@ -444,18 +360,31 @@ def _handles_dtypes(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionCont
     )
 
 
-def _summary(name: str, fwd_missing: bool, bwd_missing: bool) -> str:
-    """`_message` in one short line: which decorator is missing, what breaks, what to add."""
-    name = brief(name, 15)
+def _summary(function: FunctionClass, fwd_missing: bool, bwd_missing: bool) -> str:
+    """`_message` in one short line: which decorator is missing, what breaks, what to add;
+    for a Function of another file, where it is defined (the fix goes there)."""
+    name = brief(function.info.name, 15)
+    if function.path is not None:
+        path, line = function.definition
+        where = f"`{name}` ({brief(_short_path(path), 30)}:{line})"
+        missing = "`custom_fwd`" if fwd_missing else "`custom_bwd`"
+        also = "/`custom_bwd`" if fwd_missing and bwd_missing else ""
+        return f"{where} lacks {missing}: backward can mix dtypes; add {missing}{also} there"
     if fwd_missing:
         added = "`torch.amp.custom_fwd`" + ("/`custom_bwd`" if bwd_missing else "")
         return f"`{name}.forward` lacks `custom_fwd`: backward mixes dtypes; add {added}"
     return f"`{name}.backward` lacks `custom_bwd`: it can mix dtypes; add `torch.amp.custom_bwd`"
 
 
+def _short_path(path: str) -> str:
+    """`ops.py`, or `causal_product/__init__.py` for a package's `__init__.py`."""
+    parent, name = os.path.split(path)
+    return f"{os.path.basename(parent)}/{name}" if name == "__init__.py" and parent else name
+
+
 def _message(
     call: cst.Call,
-    function: _FunctionClass,
+    function: FunctionClass,
     region: AutocastRegion,
     fwd_missing: bool,
     bwd_missing: bool,
@@ -466,7 +395,7 @@ def _message(
     if mixed is not None:
         where += f" {mixed}"
     info = function.info
-    defined = f" (in {function.path})" if function.path is not None else ""
+    defined = f" (defined at {function.defined_at})"
     on = f' for device "{region.device}"' if region.device is not None else ""
     if fwd_missing:
         problem = (

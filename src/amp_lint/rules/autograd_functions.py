@@ -206,6 +206,40 @@ def converts_dtypes(function: cst.FunctionDef) -> bool:
     return False
 
 
+def computes_indices(forward: cst.FunctionDef, backward: cst.FunctionDef | None) -> bool:
+    """The Function computes indices: forward declares its outputs non-differentiable
+    (`ctx.mark_non_differentiable(idx)`) and every `return` of backward gives None for every
+    input (`return None, None`), as mmcv's `ball_query` and `furthest_point_sample` do."""
+    if backward is None or not _marks_non_differentiable(forward):
+        return False
+    returns = [
+        small
+        for statement in statements(backward)
+        if isinstance(statement, cst.SimpleStatementLine)
+        for small in statement.body
+        if isinstance(small, cst.Return)
+    ]
+    return bool(returns) and all(_all_none(r.value) for r in returns)
+
+
+def _marks_non_differentiable(forward: cst.FunctionDef) -> bool:
+    for statement in statements(forward):
+        for node in statement_expressions(statement):
+            for call in calls_in(node):
+                func = call.func
+                if isinstance(func, cst.Attribute) and func.attr.value == "mark_non_differentiable":
+                    return True
+    return False
+
+
+def _all_none(value: cst.BaseExpression | None) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, (cst.Tuple, cst.List)):
+        return all(_all_none(element.value) for element in value.elements)
+    return isinstance(value, cst.Name) and value.value == "None"
+
+
 def _parameters_after_ctx(forward: cst.FunctionDef) -> list[cst.Param]:
     return [*forward.params.posonly_params, *forward.params.params][1:]
 

@@ -1,0 +1,192 @@
+"""AMP203 on Functions defined in another linted file, through the real command: every way a
+package exports its ops (`Cls.apply`, `ops.Cls.apply`, `fn = Cls.apply` imported, re-exported
+through `__init__.py`), the definition's `path:line` in the finding, no fix at the call, and
+the same checks as for a Function of the module (a Function whose forward upcasts, or whose
+backward is elementwise, stays clean)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from runners import amp_lint
+
+FUNCTIONS = """\
+import torch
+
+
+class ScaledMatmul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad @ w.t(), x.t() @ grad
+
+
+class Upcasting(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        x = x.float()
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad @ w.t(), x.t() @ grad
+
+
+class Reverse(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return -grad
+
+
+scaled_matmul = ScaledMatmul.apply
+upcasting = Upcasting.apply
+reverse = Reverse.apply
+"""
+
+INIT = "from .functions import ScaledMatmul, scaled_matmul, upcasting, reverse\n"
+
+TRAIN = """\
+import torch
+
+from ops import ScaledMatmul, reverse, scaled_matmul, upcasting
+from ops import functions
+
+
+def step(encoder, x, w):
+    with torch.autocast("cuda"):
+        h = encoder(x)
+        a = ScaledMatmul.apply(h, w)
+        b = scaled_matmul(h, w)
+        c = functions.ScaledMatmul.apply(h, w)
+        d = functions.scaled_matmul(h, w)
+        e = upcasting(h, w)
+        f = reverse(h)
+    return a, b, c, d, e, f
+
+
+class Layer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fn = functions.ScaledMatmul.apply
+
+    def forward(self, h, w):
+        with torch.autocast("cuda"):
+            return self.fn(h, w)
+"""
+
+
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "ops" / "__init__.py").write_text(INIT, encoding="utf-8")
+    (tmp_path / "ops" / "functions.py").write_text(FUNCTIONS, encoding="utf-8")
+    (tmp_path / "train.py").write_text(TRAIN, encoding="utf-8")
+    return tmp_path
+
+
+def findings(root: Path, *args: str) -> list[dict[str, object]]:
+    result = amp_lint(root, "check", "--no-cache", "--select", "AMP203", *args, ".")
+    assert result.returncode in (0, 1), result.stderr
+    found: list[dict[str, object]] = json.loads(result.stdout) if "json" in args else []
+    return found
+
+
+def test_every_export_of_a_function_is_followed(tmp_path: Path) -> None:
+    found = findings(project(tmp_path), "--output-format", "json")
+    assert [(f["path"], f["line"]) for f in found] == [
+        ("train.py", 10),
+        ("train.py", 11),
+        ("train.py", 12),
+        ("train.py", 13),
+        ("train.py", 26),
+    ]
+    for finding in found:
+        assert "`ScaledMatmul.forward` (defined at ops/functions.py:4)" in str(finding["message"])
+        assert finding["fix"] is None  # fixed where it is defined
+
+
+def test_the_summary_names_where_to_add_the_decorator(tmp_path: Path) -> None:
+    result = amp_lint(project(tmp_path), "check", "--no-cache", "--select", "AMP203", ".")
+    first = result.stdout.splitlines()[0]
+    assert first == (
+        "train.py:10:13: AMP203 `ScaledMatmul` (functions.py:4) lacks `custom_fwd`: backward "
+        "can mix dtypes; add `custom_fwd`/`custom_bwd` there"
+    )
+
+
+def test_a_function_of_the_module_names_its_line(tmp_path: Path) -> None:
+    text = FUNCTIONS + (
+        "\n\ndef step(encoder, x, w):\n"
+        '    with torch.autocast("cuda"):\n'
+        "        return ScaledMatmul.apply(encoder(x), w)\n"
+    )
+    (tmp_path / "local.py").write_text(text, encoding="utf-8")
+    (found,) = findings(tmp_path, "--output-format", "json")
+    assert "(defined at local.py:4)" in str(found["message"])
+    assert found["fix"] is not None
+
+
+def test_an_unlinted_package_is_out_of_reach(tmp_path: Path) -> None:
+    """Linting train.py alone: `ops` is not part of the run, so nothing is known about it."""
+    root = project(tmp_path)
+    result = amp_lint(root, "check", "--no-cache", "--select", "AMP203", "train.py")
+    assert result.returncode == 0, result.stdout
+
+
+SAMPLING = """\
+import point_ops_ext
+import torch
+
+
+class BallQuery(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, xyz, radius):
+        idx = point_ops_ext.ball_query_forward(xyz, radius)
+        ctx.mark_non_differentiable(idx)
+        return idx
+
+    @staticmethod
+    def backward(ctx, a=None):
+        return None, None
+
+
+ball_query = BallQuery.apply
+"""
+
+SAMPLER = """\
+import torch
+
+from sampling import ball_query
+
+
+class Grouper(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(3, 3)
+
+    def forward(self, xyz):
+        with torch.autocast("cuda"):
+            idx = ball_query(xyz, 0.2)
+            return ball_query(self.proj(xyz), 0.2), idx
+"""
+
+
+def test_an_index_function_needs_a_half_input(tmp_path: Path) -> None:
+    """A Function computing indices (non-differentiable outputs, no gradient back) is
+    reported only with a half input: coordinates from the caller (mmcv's `ball_query` in
+    `QueryAndGroup`) are not, a Linear's output is."""
+    (tmp_path / "sampling.py").write_text(SAMPLING, encoding="utf-8")
+    (tmp_path / "sampler.py").write_text(SAMPLER, encoding="utf-8")
+    found = findings(tmp_path, "--output-format", "json")
+    assert [(f["path"], f["line"]) for f in found] == [("sampler.py", 14)]
