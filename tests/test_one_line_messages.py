@@ -27,7 +27,7 @@ ALL_RULES = {
     *(f"AMP00{n}" for n in range(1, 6)),
     *(f"AMP10{n}" for n in range(1, 5)),
     *(f"AMP20{n}" for n in range(1, 4)),
-    *(f"AMP30{n}" for n in range(1, 8)),
+    *(f"AMP30{n}" for n in range(1, 9)),
     "AMP401",
 }
 

@@ -206,15 +206,20 @@ def test_the_callee_package_in_library_mode() -> None:
 
 def test_cross_file_without_autocast_is_silent(tmp_path: Path) -> None:
     """The same project with the autocast region replaced by `torch.enable_grad()` (float32
-    training, the GradScaler left in place) has no findings: the callees' code is only a
-    hazard when something runs it under autocast."""
+    training, the GradScaler left in place) has no findings in the callees: their code is only
+    a hazard when something runs it under autocast. What is left is the scaler itself, which
+    now scales a float32 loss (AMP310)."""
     project = copy(CROSS_FILE, tmp_path)
     replace_in(
         project / "train.py", 'torch.autocast("cuda", dtype=torch.float16)', "torch.enable_grad()"
     )
     result = check(project)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout == ""
+    assert result.returncode == 1, result.stdout + result.stderr
+    found = [
+        line.split(": ")[1].split()[0] + " " + line.split(":")[0]
+        for line in result.stdout.splitlines()
+    ]
+    assert found == ["AMP310 train.py"], result.stdout
 
 
 # --- fixes in callee files ------------------------------------------------------------------

@@ -6,6 +6,7 @@ interpreter, which keeps the state (memo, outgoing entries, dependencies)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -215,6 +216,8 @@ class CrossFileCalls:
         for _ in range(MAX_CALL_DEPTH):
             if target is None or target.path == self.interpreter.facts.path:
                 return None
+            if not self._may_define(target.path, target.attribute):
+                return None
             callee = self._loaded(target.path)
             if callee is None:
                 return None
@@ -232,6 +235,26 @@ class CrossFileCalls:
                 return None
             target = callee.cross_file._project_target(reexported)
         return None
+
+    def _may_define(self, path: str, attribute: str) -> bool:
+        """Whether `path`'s text can bind `attribute` to a class: a `class` statement, an
+        assignment or an import naming it. Checked on the bytes first: loading the file
+        costs a parse, and most imported names (functions) are no class."""
+        project = self.interpreter.project
+        if project is None or not attribute.isidentifier():
+            return False
+        try:
+            source = project.source(path)
+        except OSError:
+            return False
+        name = re.escape(attribute.encode())
+        patterns = (
+            rb"(?m)^\s*class\s+" + name + rb"\b",  # class Name
+            rb"\b" + name + rb"\s*=[^=]",  # Name = Cls.apply
+            rb"(?m)^\s*(?:from|import)\b.*\b" + name + rb"\b",  # from .ops import Name
+            rb"\bimport\s*\([^)]*\b" + name + rb"\b",  # from .ops import (\n Name,\n)
+        )
+        return any(re.search(pattern, source) for pattern in patterns)
 
     def imported_value(self, qualified: str) -> Value | None:
         """The number a module-level constant of another linted file holds (`NEAR_INF =

@@ -169,7 +169,7 @@ def _sequence_contraction(node: cst.CSTNode, ctx: ExecutionContext) -> Report | 
             "of linear attention): its values grow with the sequence length, and they or the "
             f"products that use them silently become inf past 65504 on long inputs; {fix}"
         )
-        what = "sums over the sequence"
+        what = "sums the sequence"
     else:
         message = (
             f"`{code(node)}` runs in {half_phrase(dtype)} on `{code(hidden.summed)}`, a sum "
@@ -177,10 +177,10 @@ def _sequence_contraction(node: cst.CSTNode, ctx: ExecutionContext) -> Report | 
             "(about 88 per token for 64-dim ELU+1 features, inf from about 750 tokens) and "
             f"silently becomes inf, so the attention output becomes 0 or NaN; {fix}"
         )
-        what = "normalises by a sequence sum"
+        what = "divides by a sequence sum"
     summary = (
-        f"`{brief(node, 22)}` {what} in {half_brief(dtype)}: inf on long inputs; run it in "
-        "float32, autocast off"
+        f"`{brief(node, 18)}` {what} in {half_brief(dtype)}: inf on long inputs; use float32, "
+        "autocast off"
     )
     return Report(node, message, summary=summary)
 

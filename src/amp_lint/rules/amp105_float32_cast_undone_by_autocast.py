@@ -162,8 +162,8 @@ function runs with autocast disabled and is not flagged."""
             f"`with torch.autocast({device}, enabled=False):`"
         )
         summary = (
-            f"`{brief(cast, 18)}` is cast back to {half} by autocast in `{lowered.op}`; "
-            "use autocast(enabled=False) there"
+            f"`{brief(cast, 18)}` cast back by autocast: `{lowered.op}` silently runs in {half}; "
+            "use autocast(enabled=False)"
         )
         yield Report(node, message, _island_fix(node, cast, lowered, region, ctx), summary=summary)
 

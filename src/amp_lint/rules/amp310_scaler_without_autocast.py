@@ -84,8 +84,9 @@ string) except to open regions that are no mixed precision: `dtype=torch.float32
 literal `enabled=False` outside a `forward` or `__call__` (there it is a float32 island
 inside a caller's region); nor accelerate, Lightning, Fabric, DeepSpeed or apex, nor a
 half dtype or `.half()` (a half model is AMP305's), nor tiny-cuda-nn (`tinycudann`, whose
-fused networks compute in float16 themselves; in a project, in any file of the program). A bfloat16 region, or one whose dtype
-or `enabled` is decided at run time, counts as mixed precision. The GradScaler is built in
+fused networks compute in float16 themselves; in a project, in any file of the program). A
+bfloat16 region, or one whose dtype or `enabled` is decided at run time, counts as mixed
+precision. The GradScaler is built in
 the module and not disabled by a literal `enabled=False` (`enabled=use_amp` counts: it is
 enabled exactly when AMP is asked for): in the same function, as `self.NAME` in one method,
 at module level (or under `if __name__ == "__main__":`) and read by the function, or passed
