@@ -74,8 +74,9 @@ want=("$@")
 pypi_file() {
   "$PYTHON" - "$1" "$2" "$3" <<'EOF'
 import json, sys, urllib.parse, urllib.request
+from pip._internal.models.index import PyPI  # the default index's JSON API, as pip knows it
 name, version, kind = sys.argv[1:]
-index = f"https://pypi.org/pypi/{name}/json"
+index = f"{PyPI.pypi_url}/{name}/json"
 with urllib.request.urlopen(index, timeout=120) as r:
     files = json.load(r)["releases"].get(version) or []
 if kind == "sdist":
