@@ -128,7 +128,7 @@ def _matmul_sequence_sum(found: Contraction, ctx: ExecutionContext) -> SequenceS
     keys = _transposed_last_two(left)
     if keys is not None and _transposed_last_two(right) is None:
         # (…, d, n) @ (…, n, e): a sum over axis -2 of both, the sequence of an (…, n, d) layout.
-        if _normalised_over(keys, -2, None, ctx):
+        if _normalised_over(keys, -2, None, ctx) or _softmaxed_scores(ctx):
             return None
         return SequenceSum("keys-values", left)
     if _transposed_last_two(left) is None:
@@ -170,11 +170,19 @@ def _einsum_sequence_sum(
     return None
 
 
+_SEQUENCE_LETTERS = frozenset("nlstNLST")
+
+
 def _keys_values(equation: Equation, index: str) -> bool:
     """kᵀv's shape: the summed index sits at the same place in both operands, after a batch
     index or `...` and before the feature index, and both feature indices are kept
     (`...nd,...ne->...de`, `nshd,nshm->nhmd`); not `bhid,bhjd->bhij` (q kᵀ sums features)
-    nor `bhij,bhjd->bhid` (weights times values sums keys, the last index of the weights)."""
+    nor `bhij,bhjd->bhid` (weights times values sums keys, the last index of the weights).
+    The same shape also sums channels (criss-cross attention's `bchw,bciw->bwhi`), which
+    only the letters tell apart: the summed index must be spelled as a sequence axis is in
+    linear-attention code (n, l, s or t, either case)."""
+    if index not in _SEQUENCE_LETTERS:
+        return False
     positions = set()
     for indices, leading in zip(equation.operands, equation.ellipsis):
         if index not in indices:
@@ -335,6 +343,60 @@ def _softmax_dim(node: cst.BaseExpression, ctx: ExecutionContext) -> int | None:
 
 
 # --- small readings -----------------------------------------------------------------------
+
+
+def _softmaxed_scores(ctx: ExecutionContext) -> bool:
+    """The statement computes attention scores, not kᵀv: its result goes through a softmax
+    in the same statement (`(q.transpose(-2, -1) @ k).softmax(dim=-1)`) or the name it
+    assigns does later in the function (`attn = ...; attn = attn.softmax(dim=-1)`). A
+    channels-first layout (…, d, n) makes `q.transpose(-2, -1) @ k` sum the features."""
+    statement = ctx.statement
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    if _mentions_softmax(statement):
+        return True
+    names = {
+        target.target.value
+        for small in statement.body
+        if isinstance(small, cst.Assign)
+        for target in small.targets
+        if isinstance(target.target, cst.Name)
+    }
+    function = ctx.frame.function
+    if not names or function is None:
+        return False
+    return any(
+        _mentions_softmax(later, names)
+        for later in walk_function_statements(function)
+        if later is not statement
+    )
+
+
+def _mentions_softmax(node: cst.CSTNode, of: set[str] | None = None) -> bool:
+    """A softmax call in `node` (applied to one of the names `of`, when given)."""
+    for call in _calls_in(node):
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+        if name not in ("softmax", "log_softmax"):
+            continue
+        if of is None:
+            return True
+        subjects = [func.value] if isinstance(func, cst.Attribute) else []
+        subjects += [arg.value for arg in call.args[:1]]
+        if any(isinstance(subject, cst.Name) and subject.value in of for subject in subjects):
+            return True
+    return False
+
+
+def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    calls: list[cst.Call] = []
+
+    class _Calls(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            calls.append(call)
+
+    node.visit(_Calls())
+    return calls
 
 
 def local_assignments(name: cst.Name, ctx: ExecutionContext) -> list[cst.BaseExpression]:
