@@ -130,6 +130,8 @@ def _matmul_sequence_sum(found: Contraction, ctx: ExecutionContext) -> SequenceS
         # (…, d, n) @ (…, n, e): a sum over axis -2 of both, the sequence of an (…, n, d) layout.
         if _normalised_over(keys, -2, None, ctx) or _softmaxed_scores(ctx):
             return None
+        if not _keys_and_values(keys, right):
+            return None
         return SequenceSum("keys-values", left)
     if _transposed_last_two(left) is None:
         summed = _summed_tensor(right, ctx)
@@ -148,7 +150,7 @@ def _einsum_sequence_sum(
         return None
     (index,) = contracted
     first, second = equation.operands
-    if _keys_values(equation, index):
+    if _keys_values(equation, index) and _keys_and_values(*found.operands):
         for operand, indices, leading in zip(found.operands, equation.operands, equation.ellipsis):
             axis = indices.index(index) - len(indices)
             if _normalised_over(operand, axis, None if leading else len(indices), ctx):
@@ -343,6 +345,75 @@ def _softmax_dim(node: cst.BaseExpression, ctx: ExecutionContext) -> int | None:
 
 
 # --- small readings -----------------------------------------------------------------------
+
+
+# How linear-attention code names its keys and values. A transposed product or an einsum of
+# kᵀv's shape is also every Gram matrix, normal equation and covariance (`A.mT @ A` over
+# three coordinates in geometry code), whose contracted axis is short: the names are what
+# says the contracted axis is a sequence of keys.
+_KEY_NAMES = frozenset(["k", "key", "keys", "k_prime", "kprime", "k_feat", "k_features"])
+_VALUE_NAMES = frozenset(["v", "value", "values", "ones_like"])
+# Functions whose first argument is the tensor (feature maps, ones of its shape), and
+# methods that keep their subject's name (layout, dtype and feature-map methods).
+_FEATURE_MAPS = frozenset(["softmax", "elu", "relu", "exp", "sigmoid", "ones_like"])
+_MODULES = frozenset(["torch", "F", "nn", "functional"])
+_LAYOUT_METHODS = frozenset(
+    [
+        *("transpose", "permute", "contiguous", "unsqueeze", "view", "reshape", "flatten"),
+        *("float", "type_as", "to", "softmax", "exp", "relu", "sigmoid"),
+    ]
+)
+
+
+def _keys_and_values(keys: cst.BaseExpression, values: cst.BaseExpression) -> bool:
+    """The operands of a kᵀv-shaped contraction are named as keys and values."""
+    key, value = _operand_name(keys), _operand_name(values)
+    return (
+        key is not None
+        and value is not None
+        and (key.lower() in _KEY_NAMES or key.lower().startswith("k_"))
+        and (value.lower() in _VALUE_NAMES or value.lower().startswith("v_"))
+    )
+
+
+def _operand_name(node: cst.BaseExpression) -> str | None:
+    """The name a contraction operand is written with: `k` for `k`, `self.k`, `k[:, 0]`,
+    `k.transpose(-2, -1)`, `F.elu(k) + 1`, `torch.softmax(k, dim=-1)`; `ones_like` for
+    `torch.ones_like(v)`."""
+    for _ in range(8):
+        if isinstance(node, cst.Name):
+            return node.value
+        if isinstance(node, cst.Attribute) and node.attr.value in ("mT", "T", "H", "mH"):
+            node = node.value
+        elif isinstance(node, cst.Attribute):
+            return node.attr.value
+        elif isinstance(node, cst.Subscript):
+            node = node.value
+        elif isinstance(node, cst.BinaryOperation):
+            node = node.left
+        elif isinstance(node, cst.Call):
+            inner = _named_through_call(node)
+            if inner is None or isinstance(inner, str):
+                return inner
+            node = inner
+        else:
+            return None
+    return None
+
+
+def _named_through_call(call: cst.Call) -> cst.BaseExpression | str | None:
+    """What names a call's result: its subject (`k.transpose(...)`), its first argument
+    (`F.elu(k)`, `torch.ones_like(v)` gives "ones_like"), or nothing (any other call)."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "ones_like":
+        return "ones_like"
+    if isinstance(func, cst.Name):
+        return call.args[0].value if func.value in _FEATURE_MAPS and call.args else None
+    if not isinstance(func, cst.Attribute):
+        return None
+    if isinstance(func.value, cst.Name) and func.value.value in _MODULES:
+        return call.args[0].value if func.attr.value in _FEATURE_MAPS and call.args else None
+    return func.value if func.attr.value in _LAYOUT_METHODS else None
 
 
 def _softmaxed_scores(ctx: ExecutionContext) -> bool:
