@@ -256,6 +256,31 @@ def _explicit_float32(node: cst.BaseExpression, ctx: ExecutionContext) -> bool:
     return _is_cast(node, ctx, frozenset())
 
 
+# Names of tensors cast to float to be multiplied at all, not for precision: masks and
+# one-hot codes hold 0 and 1, token counts small integers, which float16 holds exactly.
+_MASK_WORDS = ("mask", "one_hot", "onehot", "count", "ntokens", "n_tokens")
+
+
+def _counts_or_masks(subject: cst.BaseExpression, ctx: ExecutionContext) -> bool:
+    """The cast converts integers or booleans (token counts, masks) into a floating tensor:
+    a type conversion the op needs, not a request for float32 precision."""
+    if ctx.dtype(subject).kind in (DTypeKind.INTEGER, DTypeKind.BOOL):
+        return True
+    return any(word in _subject_name(subject).lower() for word in _MASK_WORDS)
+
+
+def _subject_name(node: cst.BaseExpression) -> str:
+    """`masks` for `masks`, `self.masks`, `masks[:, 0]` and `masks.reshape(n, -1)`; "" for
+    anything else."""
+    if isinstance(node, cst.Subscript):
+        return _subject_name(node.value)
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        return _subject_name(node.func.value)
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return node.value if isinstance(node, cst.Name) else ""
+
+
 def _is_cast(node: cst.BaseExpression, ctx: ExecutionContext, seen: frozenset[str]) -> bool:
     node = _through_shape_steps(node)
     if isinstance(node, cst.Name):
@@ -268,6 +293,8 @@ def _is_cast(node: cst.BaseExpression, ctx: ExecutionContext, seen: frozenset[st
         return False
     if ctx.qualified_name(node.func) is not None:
         return False  # torch.float(...) is no tensor method
+    if _counts_or_masks(node.func.value, ctx):
+        return False
     method = node.func.attr.value
     if method == "float":
         return not node.args

@@ -97,16 +97,24 @@ class AppliedFunctions:
         self._facts, self._index = facts, index
         self._functions = {n: i for n, i in index.classes.items() if i.is_autograd_function}
         self._aliases = {}
+        # A name also bound to something else (`self.ctc_loss = torch.nn.CTCLoss()` in one
+        # branch, `= GTNCTCLossFunction.apply` in another) may hold either: no alias.
+        rebound: set[str] = set()
         for small in small_statements(facts.module):
             if not isinstance(small, cst.Assign):
                 continue
             cls = applied_class(small.value)
-            if cls is None:
-                continue
             for target in small.targets:
                 name = dotted_name(target.target)
-                if name:
+                if not name:
+                    continue
+                known = self._aliases.get(name)
+                if cls is None or (known is not None and dotted_name(known) != dotted_name(cls)):
+                    rebound.add(name)
+                else:
                     self._aliases[name] = cls
+        for name in rebound:
+            self._aliases.pop(name, None)
 
     def applied(self, call: cst.Call, ctx: ExecutionContext) -> FunctionClass | None:
         """The Function class `call` applies, in this module or another linted file."""
