@@ -21,9 +21,8 @@ import libcst as cst
 from amp_lint.analysis.dtypes import FLOAT16
 from amp_lint.analysis.literals import string_literal
 from amp_lint.analysis.names import ModuleNames, dotted_name
-from amp_lint.analysis.outline import subtree_nodes
 from amp_lint.analysis.regions import AccelerateSettings, call_argument
-from amp_lint.analysis.training_setup import Scope, TrainingSetup
+from amp_lint.analysis.training_setup import Scope, TrainingSetup, parameter_owners
 
 _HF_PACKAGES = ("transformers", "trl")
 _LIGHTNING_PACKAGES = ("lightning", "pytorch_lightning")
@@ -127,25 +126,11 @@ def _optimized_models(scope: Scope, assigned: dict[str, cst.Call]) -> set[str]:
         if not _OPTIMIZER_NAME.search(callee.rsplit(".", 1)[-1]):
             continue
         for arg in call.args:
-            found |= _parameter_owners(arg.value)
+            found |= parameter_owners(arg.value)
             name = dotted_name(arg.value)
             if name in assigned:
-                found |= _parameter_owners(assigned[name])
+                found |= parameter_owners(assigned[name])
     return found
-
-
-def _parameter_owners(expression: cst.BaseExpression) -> set[str]:
-    owners = set()
-    for node in subtree_nodes(expression):
-        if (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
-            and node.func.attr.value in ("parameters", "named_parameters")
-        ):
-            owner = dotted_name(node.func.value)
-            if owner:
-                owners.add(owner)
-    return owners
 
 
 def _lightning_fits(

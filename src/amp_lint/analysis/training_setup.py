@@ -276,11 +276,11 @@ def optimizer_calls(scope: Scope, names: ModuleNames) -> list[OptimizerCall]:
             continue
         owners = set()
         for arg in call.args:
-            owners |= _parameter_owners(arg.value)
+            owners |= parameter_owners(arg.value)
             # `groups = [{"params": model.parameters()}]; Adam(groups)`: one assignment back.
             if isinstance(arg.value, cst.Name) and arg.value.value in assigned:
                 for value in assigned[arg.value.value]:
-                    owners |= _parameter_owners(value)
+                    owners |= parameter_owners(value)
         found.append(OptimizerCall(call, qualified, frozenset(owners)))
     return found
 
@@ -295,7 +295,7 @@ def _assignments(scope: Scope) -> dict[str, list[cst.BaseExpression]]:
     return assigned
 
 
-def _parameter_owners(expression: cst.BaseExpression) -> set[str]:
+def parameter_owners(expression: cst.BaseExpression) -> set[str]:
     """`m` for every `m.parameters()` / `m.named_parameters()` in the expression."""
     owners = set()
     for node in subtree_nodes(expression):
