@@ -27,6 +27,18 @@ _DEVICE_AUTOCAST = {
     "torch.cpu.amp.autocast": "cpu",
     "torch.cpu.amp.autocast_mode.autocast": "cpu",
 }
+# transformers' `maybe_autocast` takes torch.autocast's arguments and opens the same region
+# (or none when it would change nothing); its models write their float32 islands with it.
+_AUTOCAST_WRAPPERS = ("transformers.utils.generic.maybe_autocast", "utils.generic.maybe_autocast")
+
+
+def _opens_torch_autocast(qualified: str | None) -> bool:
+    """`torch.autocast` itself, or a wrapper that takes its arguments."""
+    if qualified is None:
+        return False
+    return qualified in _TORCH_AUTOCAST or qualified.lstrip(".").endswith(_AUTOCAST_WRAPPERS)
+
+
 # torch.get_autocast_dtype defaults: float16 on CUDA (and XPU), bfloat16 on CPU.
 _DEFAULT_DTYPE = {"cuda": FLOAT16, "xpu": FLOAT16, "cpu": BFLOAT16}
 _ACCELERATE_PRECISION = {"fp16": FLOAT16, "bf16": BFLOAT16}
@@ -48,7 +60,7 @@ def region_from_call(
 ) -> AutocastRegion | None:
     """The region a call such as `torch.autocast("cuda", dtype=torch.bfloat16)` opens."""
     qualified = names.qualified_name(call.func)
-    if qualified in _TORCH_AUTOCAST:
+    if qualified is not None and _opens_torch_autocast(qualified):
         device_expr = call_argument(call, 0, "device_type")
         device = _device_literal(device_expr)
         dtype = _dtype_argument(call, 1, names, device)
@@ -70,7 +82,7 @@ def region_arguments(
     call: cst.Call, region: AutocastRegion
 ) -> tuple[cst.BaseExpression | None, cst.BaseExpression | None]:
     """The device and dtype arguments of the autocast call that opened `region`."""
-    if region.spelling in _TORCH_AUTOCAST:
+    if _opens_torch_autocast(region.spelling):
         return call_argument(call, 0, "device_type"), call_argument(call, 1, "dtype")
     if region.spelling in _DEVICE_AUTOCAST:
         return None, call_argument(call, 1, "dtype")
