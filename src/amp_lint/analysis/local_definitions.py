@@ -11,15 +11,16 @@ else where it is read, so it is not followed at all.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Optional, Union
 
 import libcst as cst
 
 from amp_lint.analysis.outline import child_nodes, walk_function_statements
 
-Scope = cst.FunctionDef | cst.Module
+Scope = Union[cst.FunctionDef, cst.Module]  # a runtime alias: `|` needs Python 3.10
 # What each name of a scope holds: its one assigned expression, or None when it is bound more
 # than once (or other than by a plain assignment).
-Definitions = dict[str, cst.BaseExpression | None]
+Definitions = dict[str, Optional[cst.BaseExpression]]  # runtime alias: no `|` on 3.9
 
 
 class LocalDefinitions:
