@@ -19,7 +19,11 @@ import libcst as cst
 from amp_lint.analysis.dtypes import DTypeKind
 from amp_lint.analysis.frames import ExecutionContext
 from amp_lint.analysis.literals import string_literal
-from amp_lint.analysis.outline import positional_arguments, walk_function_statements
+from amp_lint.analysis.outline import (
+    positional_arguments,
+    subtree_nodes,
+    walk_function_statements,
+)
 
 _MATMUL_FUNCTIONS = frozenset(["torch.matmul", "torch.bmm", "torch.mm"])
 _MATMUL_METHODS = frozenset(["matmul", "bmm", "mm"])
@@ -445,7 +449,9 @@ def _softmaxed_scores(ctx: ExecutionContext) -> bool:
 
 def _mentions_softmax(node: cst.CSTNode, of: set[str] | None = None) -> bool:
     """A softmax call in `node` (applied to one of the names `of`, when given)."""
-    for call in _calls_in(node):
+    for call in subtree_nodes(node):
+        if not isinstance(call, cst.Call):
+            continue
         func = call.func
         name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
         if name not in ("softmax", "log_softmax"):
@@ -457,17 +463,6 @@ def _mentions_softmax(node: cst.CSTNode, of: set[str] | None = None) -> bool:
         if any(isinstance(subject, cst.Name) and subject.value in of for subject in subjects):
             return True
     return False
-
-
-def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
-    calls: list[cst.Call] = []
-
-    class _Calls(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> None:
-            calls.append(call)
-
-    node.visit(_Calls())
-    return calls
 
 
 def local_assignments(name: cst.Name, ctx: ExecutionContext) -> list[cst.BaseExpression]:
