@@ -341,3 +341,64 @@ def test_moving_a_module_to_a_device_keeps_what_it_is() -> None:
     # `.to(torch.float16)` changes the parameters: what the module returns is not known, only
     # assumed, as for any module amp-lint cannot see into.
     assert seen[2][0] == "float16 assumed"
+
+
+def test_layers_of_a_list_grown_in_place_run_in_order() -> None:
+    """`nn.Sequential(*layers)` over a list grown with `+=`, `append` and `extend`, in loops
+    too (pix2pix/CycleGAN generators): the layers run in turn, so a float32 input under
+    autocast comes out of the last convolution in half, and ends float32 when the last
+    layer is a float32-policy one."""
+    seen = reveal(
+        """
+        import torch
+        from torch import nn
+        class Generator(nn.Module):
+            def __init__(self, blocks):
+                super().__init__()
+                model = [nn.Conv2d(3, 64, 7), nn.ReLU(inplace=True)]
+                for _ in range(blocks):
+                    model += [nn.Conv2d(64, 64, 3), nn.ReLU(inplace=True)]
+                model += [nn.Conv2d(64, 3, 7), nn.Tanh()]
+                self.model = nn.Sequential(*model)
+            def forward(self, x):
+                return self.model(x)
+        class Head(nn.Module):
+            def __init__(self, widths):
+                super().__init__()
+                layers = []
+                for width in widths:
+                    layers.append(nn.Linear(width, width))
+                layers.extend([nn.GELU(), nn.LayerNorm(8)])
+                self.head = nn.Sequential(*layers)
+            def forward(self, x):
+                return self.head(x)
+        def run(x):
+            with torch.autocast("cuda"):
+                reveal(Generator(9)(x.float()))
+                reveal(Head([8, 8])(x.float()))
+        """
+    )
+    assert seen == [("float16", "cuda/float16/on"), ("float32", "cuda/float16/on")]
+
+
+def test_a_list_grown_on_one_branch_only_holds_alike_elements() -> None:
+    """Only a loop's own additions are kept in order; an `if` that appends on one path
+    leaves a list whose length is unknown (its elements alike), as before."""
+    seen = reveal(
+        """
+        import torch
+        def run(x, flag):
+            outs = [x.half()]
+            if flag:
+                outs.append(x.float())
+            reveal(outs[-1])
+            grown = []
+            for _ in range(3):
+                grown.append(x.half())
+            reveal(grown[0])
+            scores = torch.zeros(3)
+            scores += x.half()
+            reveal(scores)
+        """
+    )
+    assert seen == [("unknown", "none"), ("float16", "none"), ("float32", "none")]

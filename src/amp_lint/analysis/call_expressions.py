@@ -228,6 +228,8 @@ class CallExpressions:
         first = self.evaluator.evaluate(positional[0].value, frame)
         if qualified.endswith("Sequential"):
             if len(positional) == 1 and positional[0].star:
+                if first.elements is not None and first.keys is None:  # `*layers`, a list
+                    return Value(OTHER, instance_of=qualified, elements=first.elements)
                 return Value(OTHER, instance_of=qualified, each=first.iterated())
             if any(a.star for a in positional):
                 return Value(OTHER, instance_of=qualified)

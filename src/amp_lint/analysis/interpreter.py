@@ -31,6 +31,7 @@ from amp_lint.analysis.entry_points import (
 from amp_lint.analysis.evaluator import Evaluator
 from amp_lint.analysis.frames import ExecutionContext, Frame
 from amp_lint.analysis.instances import InstanceAttributes
+from amp_lint.analysis.list_growth import keep_lists_grown_in_loop, list_growth
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.observers import NodeObserver
 from amp_lint.analysis.outline import (
@@ -257,7 +258,10 @@ class Interpreter:
             elif isinstance(child, cst.AssignTarget):
                 self._evaluate_target(child.target, frame)
         self._dispatch(small, line, frame)
-        if isinstance(small, cst.Assign):
+        growth = list_growth(small, frame, self.evaluator.evaluate)
+        if growth is not None:
+            frame.env.set(*growth)
+        elif isinstance(small, cst.Assign):
             value = self.evaluator.evaluate(small.value, frame)
             for target in small.targets:
                 self.binding.bind(target.target, value, small.value, frame)
@@ -313,7 +317,9 @@ class Interpreter:
         self.exec_suite(statement.body, frame)
         if statement.orelse is not None:
             self.exec_suite(statement.orelse.body, frame)
-        frame.env = before.merge(frame.env, self.module_env)
+        after_body = frame.env
+        frame.env = before.merge(after_body, self.module_env)
+        keep_lists_grown_in_loop(before, after_body, frame.env)
 
     def _exec_with(self, statement: cst.With, frame: Frame) -> None:
         entered: list[AutocastRegion] = []
