@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from runners import amp_lint
 
 from amp_lint.docs import fix_availability, render_all, render_rule, stale_files
 from amp_lint.evidence import load_reports
@@ -94,3 +97,29 @@ def test_every_rule_has_committed_runtime_evidence() -> None:
         if not row["ok"]
     ]
     assert not broken, f"committed reports contain rows not as documented: {broken}"
+
+
+def test_documented_examples_are_flagged_by_their_rule_and_fixed_ones_by_none(
+    tmp_path: Path,
+) -> None:
+    """Each rule page's example is flagged by its rule, through the real command, and its
+    fixed example by no rule at all: a reader who copies the fix gets a clean file."""
+    for rule in all_rules():
+        (tmp_path / f"{rule.code}_example.py").write_text(rule.example, encoding="utf-8")
+        (tmp_path / f"{rule.code}_fixed.py").write_text(rule.fixed_example, encoding="utf-8")
+    result = amp_lint(
+        tmp_path, "check", "--no-cache", "--exit-zero", "--extend-select", "AMP900",
+        "--output-format", "json", ".",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    flagged: dict[str, set[str]] = {}
+    for finding in json.loads(result.stdout):
+        flagged.setdefault(Path(finding["path"]).name, set()).add(finding["code"])
+    wrong = [
+        f"{rule.code}: example flagged by {sorted(flagged.get(f'{rule.code}_example.py', ()))}, "
+        f"fixed example by {sorted(flagged.get(f'{rule.code}_fixed.py', ()))}"
+        for rule in all_rules()
+        if rule.code not in flagged.get(f"{rule.code}_example.py", set())
+        or flagged.get(f"{rule.code}_fixed.py")
+    ]
+    assert not wrong, wrong

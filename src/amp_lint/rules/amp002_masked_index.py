@@ -50,6 +50,7 @@ pixel, bin or embedding row. No error is raised."""
     example = """\
 import torch
 
+head = torch.nn.Linear(256, 2).cuda()
 with torch.autocast("cuda"):
     coords = head(features)  # float16
     idx = (coords * 4096).long()
@@ -58,6 +59,7 @@ with torch.autocast("cuda"):
     fixed_example = """\
 import torch
 
+head = torch.nn.Linear(256, 2).cuda()
 with torch.autocast("cuda"):
     coords = head(features)  # float16
     idx = (coords.float() * 4096).long()

@@ -62,6 +62,7 @@ and neither is efficient attention's kᵀv with `k.softmax(dim=-2)`."""
     example = """\
 import torch
 
+model = torch.nn.Linear(512, 512)
 with torch.autocast("cpu", dtype=torch.float16):
     out = model(x)  # float16
     energy = (out * out).sum()
@@ -70,6 +71,7 @@ with torch.autocast("cpu", dtype=torch.float16):
     fixed_example = """\
 import torch
 
+model = torch.nn.Linear(512, 512)
 with torch.autocast("cpu", dtype=torch.float16):
     out = model(x)  # float16
     energy = (out.float() * out.float()).sum()

@@ -111,8 +111,8 @@ class ScaledMatmul(torch.autograd.Function):
         return grad @ w.t(), x.t() @ grad
 
 
-with torch.autocast("cuda"):
-    h = encoder(x)  # float16
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    h = encoder(x)  # bfloat16
     y = ScaledMatmul.apply(h, w)
 y.sum().backward()  # RuntimeError: expected mat1 and mat2 to have the same dtype
 """
@@ -134,10 +134,10 @@ class ScaledMatmul(torch.autograd.Function):
         return grad @ w.t(), x.t() @ grad
 
 
-with torch.autocast("cuda"):
-    h = encoder(x)  # float16
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    h = encoder(x)  # bfloat16
     y = ScaledMatmul.apply(h, w)
-y.sum().backward()  # RuntimeError: expected mat1 and mat2 to have the same dtype
+y.sum().backward()
 """
     fix_safety = """\
 The fix is **unsafe**: `forward` then computes in float32 (its inputs are cast and autocast

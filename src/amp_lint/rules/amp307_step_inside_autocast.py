@@ -128,7 +128,7 @@ loss in autocast."""
     example = """\
 import torch
 
-with torch.autocast("cuda"):
+with torch.autocast("cuda", dtype=torch.bfloat16):
     for x, y in loader:
         loss = loss_fn(model(x), y)
         optimizer.zero_grad()
@@ -139,7 +139,7 @@ with torch.autocast("cuda"):
 import torch
 
 for x, y in loader:
-    with torch.autocast("cuda"):
+    with torch.autocast("cuda", dtype=torch.bfloat16):
         loss = loss_fn(model(x), y)
     optimizer.zero_grad()
     loss.backward()

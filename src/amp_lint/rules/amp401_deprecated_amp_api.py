@@ -85,7 +85,7 @@ class Scale(torch.autograd.Function):
 
 
 scaler = GradScaler(2.0**10)
-with autocast(True, torch.bfloat16):
+with autocast(True, torch.float16):
     loss = model(x)
 """
     fixed_example = """\
@@ -105,7 +105,7 @@ class Scale(torch.autograd.Function):
 
 
 scaler = torch.amp.GradScaler("cuda", 2.0**10)
-with torch.amp.autocast("cuda", enabled=True, dtype=torch.bfloat16):
+with torch.amp.autocast("cuda", enabled=True, dtype=torch.float16):
     loss = model(x)
 """
     fix_safety = """\
