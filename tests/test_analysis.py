@@ -402,3 +402,33 @@ def test_a_list_grown_on_one_branch_only_holds_alike_elements() -> None:
         """
     )
     assert seen == [("unknown", "none"), ("float16", "none"), ("float32", "none")]
+
+
+def test_an_except_handler_is_another_path_not_the_last_word() -> None:
+    """kornia's `_autocast_disabled`: `enabled = False` in the `except` must not make the
+    `if enabled:` return unreachable, or the helper is read as a plain nullcontext and the
+    float32 product inside it as lowered by the caller's region."""
+    seen = reveal(
+        """
+        import torch
+        from contextlib import nullcontext
+        def autocast_off(device_type):
+            try:
+                enabled = torch.is_autocast_enabled(device_type)
+            except RuntimeError:
+                enabled = False
+            if enabled:
+                return torch.autocast(device_type=device_type, enabled=False)
+            return nullcontext()
+        def run(x, w):
+            with torch.autocast("cuda"):
+                with autocast_off("cuda"):
+                    reveal(x.float() @ w.float())
+            try:
+                y = x.half()
+            except RuntimeError:
+                y = x.float()
+            reveal(y)
+        """
+    )
+    assert seen == [("float32", "cuda/float16/off"), ("unknown", "none")]

@@ -362,11 +362,21 @@ class Interpreter:
         frame.env = before.merge(merged, self.module_env) if merged is not None else before
 
     def _exec_try(self, statement: cst.Try, frame: Frame) -> None:
+        """The body and `else` on one path, each handler on another: a handler starts where
+        the body may have stopped, anywhere (`enabled = False` in an `except` leaves `enabled`
+        unknown after the statement, not False)."""
+        before = frame.env
+        frame.env = before.copy()
         self.exec_suite(statement.body, frame)
-        for handler in statement.handlers:
-            self.exec_suite(handler.body, frame)
+        after_body = frame.env
         if statement.orelse is not None:
             self.exec_suite(statement.orelse.body, frame)
+        paths = frame.env
+        for handler in statement.handlers:
+            frame.env = before.merge(after_body, self.module_env)
+            self.exec_suite(handler.body, frame)
+            paths = paths.merge(frame.env, self.module_env)
+        frame.env = paths
         if statement.finalbody is not None:
             self.exec_suite(statement.finalbody.body, frame)
 
