@@ -190,3 +190,36 @@ def test_an_index_function_needs_a_half_input(tmp_path: Path) -> None:
     (tmp_path / "sampler.py").write_text(SAMPLER, encoding="utf-8")
     found = findings(tmp_path, "--output-format", "json")
     assert [(f["path"], f["line"]) for f in found] == [("sampler.py", 14)]
+
+
+def test_a_local_name_chosen_between_the_function_and_another_callable(tmp_path: Path) -> None:
+    """RevViT's `executing_fn = RevBackProp.apply` when training, a plain method otherwise,
+    called after the choice: it may call the Function (reported). An attribute bound to the
+    Function in one branch of `__init__` and to a loss module in another (espnet's CTC) is
+    called in branches that match the binding: no alias, no report."""
+    text = FUNCTIONS + (
+        "\n\nclass Net(torch.nn.Module):\n"
+        "    def __init__(self, kind):\n"
+        "        super().__init__()\n"
+        '        if kind == "custom":\n'
+        "            self.loss = ScaledMatmul.apply\n"
+        "        else:\n"
+        "            self.loss = torch.nn.CTCLoss()\n"
+        "\n"
+        "    def plain(self, x, w):\n"
+        "        return x @ w\n"
+        "\n"
+        "    def forward(self, encoder, x, w):\n"
+        '        with torch.autocast("cuda"):\n'
+        "            h = encoder(x)\n"
+        "            if self.training:\n"
+        "                run = ScaledMatmul.apply\n"
+        "            else:\n"
+        "                run = self.plain\n"
+        "            out = run(h, w)\n"
+        "            return self.loss(out, w)\n"
+    )
+    (tmp_path / "local.py").write_text(text, encoding="utf-8")
+    found = findings(tmp_path, "--output-format", "json")
+    call_line = text.splitlines().index("            out = run(h, w)") + 1
+    assert [(f["code"], f["line"]) for f in found] == [("AMP203", call_line)]

@@ -10,6 +10,7 @@ decide whether it can meet mismatched dtypes are the same wherever it lives.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import libcst as cst
@@ -19,7 +20,12 @@ from amp_lint.analysis.cross_file import applied_class
 from amp_lint.analysis.frames import ExecutionContext, ForeignClass
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import ModuleNames, dotted_name
-from amp_lint.analysis.outline import small_statements
+from amp_lint.analysis.outline import (
+    own_small_statements,
+    small_statements,
+    walk_function_statements,
+    walk_statements,
+)
 from amp_lint.rules.autograd_functions import (
     calls_outside_torch,
     dispatches_to_kernel,
@@ -82,6 +88,20 @@ class FunctionClass:
         return calls_outside_torch(forward, self.names, self.index)
 
 
+def _assignments(module: cst.Module) -> Iterator[tuple[int, cst.Assign]]:
+    """Every assignment of the module with its scope: the enclosing function's id, or 0 at
+    module and class level."""
+    in_functions: dict[int, int] = {}
+    for statement in walk_statements(module):
+        if isinstance(statement, cst.FunctionDef):
+            for inner in walk_function_statements(statement):
+                for small in own_small_statements(inner):
+                    in_functions[id(small)] = id(statement)
+    for small in small_statements(module):
+        if isinstance(small, cst.Assign):
+            yield in_functions.get(id(small), 0), small
+
+
 class AppliedFunctions:
     """The module's own Function classes and the names bound to an `apply`, read once per
     module (`read`); then, per call, the Function it applies (`applied`)."""
@@ -97,23 +117,28 @@ class AppliedFunctions:
         self._facts, self._index = facts, index
         self._functions = {n: i for n, i in index.classes.items() if i.is_autograd_function}
         self._aliases = {}
-        # A name also bound to something else (`self.ctc_loss = torch.nn.CTCLoss()` in one
-        # branch, `= GTNCTCLossFunction.apply` in another) may hold either: no alias.
+        # An attribute also bound to something else (`self.ctc_loss = torch.nn.CTCLoss()` in
+        # one branch of `__init__`, `= GTNCTCLossFunction.apply` in another) may hold either,
+        # and its calls elsewhere sit in branches that match the binding's: no alias. A
+        # function's local variable chosen between the Function and something else (RevViT's
+        # `executing_fn = RevBackProp.apply` when training, a plain method otherwise) is called
+        # after the choice, so it may call the Function: the alias stays, unless it names two.
         rebound: set[str] = set()
-        for small in small_statements(facts.module):
-            if not isinstance(small, cst.Assign):
-                continue
+        local_scopes: dict[str, set[int]] = {}  # a local name in two functions: two variables
+        for scope, small in _assignments(facts.module):
             cls = applied_class(small.value)
             for target in small.targets:
                 name = dotted_name(target.target)
                 if not name:
                     continue
+                if "." not in name:
+                    local_scopes.setdefault(name, set()).add(scope)
                 known = self._aliases.get(name)
-                if cls is None or (known is not None and dotted_name(known) != dotted_name(cls)):
-                    rebound.add(name)
-                else:
+                if cls is not None and (known is None or dotted_name(known) == dotted_name(cls)):
                     self._aliases[name] = cls
-        for name in rebound:
+                elif cls is not None or "." in name or not scope:
+                    rebound.add(name)
+        for name in rebound | {n for n, found in local_scopes.items() if len(found) > 1}:
             self._aliases.pop(name, None)
 
     def applied(self, call: cst.Call, ctx: ExecutionContext) -> FunctionClass | None:
