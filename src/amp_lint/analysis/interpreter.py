@@ -372,8 +372,9 @@ class Interpreter:
         if statement.orelse is not None:
             self.exec_suite(statement.orelse.body, frame)
         paths = frame.env
+        handler_start = before.merge(after_body, self.module_env)
         for handler in statement.handlers:
-            frame.env = before.merge(after_body, self.module_env)
+            frame.env = handler_start.copy()
             self.exec_suite(handler.body, frame)
             paths = paths.merge(frame.env, self.module_env)
         frame.env = paths

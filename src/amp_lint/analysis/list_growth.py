@@ -4,7 +4,7 @@ The grown list keeps its elements in order, so a model assembled the usual way (
 CycleGAN generators, most U-Nets: a list of layers grown in loops, then
 `nn.Sequential(*layers)`) runs its layers in turn and its output dtype is known. A loop's body
 is read once, so a list grown in a loop holds that iteration's additions once, as alike layers
-of unknown number are applied once elsewhere (`calling.Calls._run_layers`): after the loop the
+of unknown number are applied once elsewhere (`calling.LocalCalls._run_layers`): after the loop the
 list is the grown one, not a join of the empty and the grown list (which forgot the order)."""
 
 from __future__ import annotations

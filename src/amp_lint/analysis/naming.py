@@ -124,3 +124,14 @@ def is_layer_name(name: str, *, autocast: bool = True) -> bool:
     if words & _NOT_LAYERS:
         return False
     return not (autocast and words & _FLOAT32_UNDER_AUTOCAST)
+
+
+# Names of tensors cast to float to be multiplied at all, not for precision: masks and
+# one-hot codes hold 0 and 1, token counts small integers, which float16 holds exactly.
+_COUNT_OR_MASK_WORDS = ("mask", "one_hot", "onehot", "count", "ntokens", "n_tokens")
+
+
+def is_count_or_mask_name(name: str) -> bool:
+    """`attn_mask`, `one_hot_labels`, `ntokens`, `token_counts`: a mask or a count (the words
+    may sit anywhere in the name)."""
+    return any(word in name.lower() for word in _COUNT_OR_MASK_WORDS)

@@ -12,6 +12,7 @@ from amp_lint.analysis.contractions import local_assignments, parse_equation
 from amp_lint.analysis.dtypes import FLOAT32, DTypeKind, dtype_from_torch_name
 from amp_lint.analysis.frames import ExecutionContext
 from amp_lint.analysis.literals import string_literal
+from amp_lint.analysis.naming import is_count_or_mask_name
 from amp_lint.analysis.outline import positional_arguments, statement_nodes
 from amp_lint.analysis.regions import AutocastRegion
 from amp_lint.analysis.semantics import NN_MODULE_OPS, op_name_for_function, op_result
@@ -256,17 +257,12 @@ def _explicit_float32(node: cst.BaseExpression, ctx: ExecutionContext) -> bool:
     return _is_cast(node, ctx, frozenset())
 
 
-# Names of tensors cast to float to be multiplied at all, not for precision: masks and
-# one-hot codes hold 0 and 1, token counts small integers, which float16 holds exactly.
-_MASK_WORDS = ("mask", "one_hot", "onehot", "count", "ntokens", "n_tokens")
-
-
 def _counts_or_masks(subject: cst.BaseExpression, ctx: ExecutionContext) -> bool:
     """The cast converts integers or booleans (token counts, masks) into a floating tensor:
     a type conversion the op needs, not a request for float32 precision."""
     if ctx.dtype(subject).kind in (DTypeKind.INTEGER, DTypeKind.BOOL):
         return True
-    return any(word in _subject_name(subject).lower() for word in _MASK_WORDS)
+    return is_count_or_mask_name(_subject_name(subject))
 
 
 def _subject_name(node: cst.BaseExpression) -> str:
