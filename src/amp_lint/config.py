@@ -12,11 +12,13 @@ from pathlib import Path, PurePath
 from amp_lint.formats import ALIASES, OUTPUT_FORMATS
 from amp_lint.rule_selectors import UnknownSelector, resolve_selectors
 from amp_lint.torch_version import (
+    REQUIREMENTS_FILE,
     SETTING_FORM,
     TorchVersion,
     dependency_torch_version,
     nearest_pyproject,
     parse_torch_version,
+    requirements_torch_version,
 )
 
 if sys.version_info >= (3, 11):
@@ -207,6 +209,11 @@ def _with_torch_version(config: Config, command_line: str | None, project: Path)
         return config
     pyproject = project if _is_file(project) else nearest_pyproject(project)
     detected = dependency_torch_version(pyproject) if pyproject is not None else None
+    if detected is None:
+        # ML projects often pin torch only in requirements.txt, beside the pyproject.toml or
+        # in the directory checked.
+        directory = pyproject.parent if pyproject is not None else project
+        detected = requirements_torch_version(directory / REQUIREMENTS_FILE)
     if detected is None:
         return config
     return replace(config, torch_version=detected[0], torch_version_source=detected[1])

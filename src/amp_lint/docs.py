@@ -24,6 +24,8 @@ from amp_lint.evidence import (
     load_reports,
     rule_evidence,
 )
+from amp_lint.optables_page import PAGE_NAME as OPTABLES_PAGE
+from amp_lint.optables_page import render_page as render_optables_page
 from amp_lint.rules import Rule, all_rules
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parents[2] / "docs"
@@ -150,6 +152,7 @@ def render_all(rules: Sequence[type[Rule]], docs: Path = DEFAULT_OUTPUT) -> dict
     pages[INDEX_NAME] = render_index(rules)
     pages[f"{EVIDENCE_DIR}/README.md"] = evidence_index(reports, docs / EVIDENCE_DIR)
     pages["claims.md"] = claims_page(reports)
+    pages[OPTABLES_PAGE] = render_optables_page()
     pages[PACKAGE_EVIDENCE] = evidence_summaries(
         [rule.code for rule in rules if rule.runtime_evidence], reports
     )

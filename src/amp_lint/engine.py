@@ -20,6 +20,7 @@ from amp_lint.analysis.frameworks import configured_assumptions, framework_assum
 from amp_lint.analysis.interpreter import Interpreter
 from amp_lint.analysis.module import ModuleFacts
 from amp_lint.analysis.names import collect_names
+from amp_lint.analysis.optables import targeting
 from amp_lint.analysis.project import (
     SINGLE_FILE,
     ClassAssumption,
@@ -213,6 +214,19 @@ def _analyse_module(
     *,
     honour_noqa: bool,
 ) -> FileAnalysis:
+    # What autocast does to an op depends on the torch release the project targets.
+    with targeting(config.torch_version):
+        return _analyse_for_target(module, source, config, context, path, honour_noqa)
+
+
+def _analyse_for_target(
+    module: cst.Module,
+    source: bytes,
+    config: Config,
+    context: ProjectContext,
+    path: str,
+    honour_noqa: bool,
+) -> FileAnalysis:
     rules = [rule_class() for rule_class in all_rules() if config.is_enabled(rule_class.code, path)]
     facts = ModuleFacts(
         path=path, module=module, names=collect_names(module), config=config, source=source
@@ -271,6 +285,7 @@ class RuleObserver:
     def observe(self, node: cst.CSTNode, ctx: ExecutionContext) -> None:
         ctx.accepts_assumptions = self.rule.accepts_assumptions
         ctx.assumptions_used = []
+        ctx.release_notes_used = []
         for report in self.rule.check_node(node, ctx):
             key = (id(report.node), report.elsewhere)
             rank = _evidence_rank(report, ctx)
@@ -280,6 +295,7 @@ class RuleObserver:
                 via = report.via or ctx.call_chain()
                 self.reports[key] = (rank, replace(report, message=message, via=via))
             ctx.assumptions_used = []
+            ctx.release_notes_used = []
 
     def found(self) -> list[Report]:
         return [report for _, report in self.reports.values()]

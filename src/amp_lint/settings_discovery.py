@@ -28,7 +28,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from amp_lint.analysis.optables import op_tables_for_release, table_release_for, tabulated_releases
 from amp_lint.config import PYPROJECT, Config, ConfigError, load_config, read_amp_lint_table
+from amp_lint.torch_version import TorchVersion
 
 
 @dataclass(frozen=True)
@@ -177,7 +179,22 @@ def show_settings(target: str, resolved: Resolved) -> str:
         lines.append(f'torch-version = "{version}"  # from {config.torch_version_source}')
     else:
         lines.append("torch-version = (not set: the newest torch)")
+    lines.append(_op_table_line(config.torch_version))
     return "\n".join(lines) + "\n"
+
+
+def _op_table_line(target: TorchVersion | None) -> str:
+    """Which release's autocast op table the analysis reads for `target`."""
+    table = op_tables_for_release(table_release_for(target))
+    releases = tabulated_releases()
+    span = f"tables {releases[0][0]}.{releases[0][1]} to {releases[-1][0]}.{releases[-1][1]}"
+    if target is not None and tuple(target[:2]) < releases[0]:
+        why = f"older than every table ({span}): the oldest is used"
+    elif target is not None and tuple(target[:2]) not in releases:
+        why = f"no table of its own ({span}): the nearest older one is used"
+    else:
+        why = span
+    return f'autocast-op-table = "torch {table.torch_version}"  # {why}'
 
 
 def _toml(value: object) -> str:

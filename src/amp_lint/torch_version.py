@@ -2,9 +2,10 @@
 `target-version`.
 
 It comes from `--torch-version`, else `torch-version` in `[tool.amp-lint]`, else the
-project's own `[project] dependencies` when they bound torch from below (`torch>=2.1`);
-unset, rules assume the newest torch. Rules compare it as a tuple of ints, `(2, 1)` or
-`(2, 1, 0)`: `target >= (2, 4)` reads "every supported torch has 2.4's API".
+project's own `[project] dependencies` when they bound torch from below (`torch>=2.1`), else
+its `requirements.txt` (`torch==2.11.0`); unset, rules assume the newest torch. Rules
+compare it as a tuple of ints, `(2, 1)` or `(2, 1, 0)`: `target >= (2, 4)` reads "every
+supported torch has 2.4's API".
 """
 
 from __future__ import annotations
@@ -80,6 +81,28 @@ def dependency_torch_version(pyproject: Path) -> tuple[TorchVersion, str] | None
     oldest = min(bound for bound in bounds if bound is not None)
     written = ", ".join(" ".join(text.split()) for text in torch_requirements)
     return oldest, f"[project] dependencies of {pyproject}: {written}"
+
+
+REQUIREMENTS_FILE = "requirements.txt"
+
+
+def requirements_torch_version(requirements: Path) -> tuple[TorchVersion, str] | None:
+    """The oldest torch a pip requirements file allows (`torch==2.11.0`, `torch>=2.4`), with
+    the line it was read from; None as for `dependency_torch_version`. Options (`-r`, `-e`,
+    `--index-url`) and comments are skipped; a file it includes is not followed."""
+    try:
+        text = requirements.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    lines = [line.split(" #", 1)[0].strip() for line in text.splitlines()]
+    torch_lines = [
+        line for line in lines if line and not line.startswith(("#", "-")) and _names_torch(line)
+    ]
+    bounds = [_lower_bound(line) for line in torch_lines]
+    if not bounds or any(bound is None for bound in bounds):
+        return None
+    oldest = min(bound for bound in bounds if bound is not None)
+    return oldest, f"{requirements}: {', '.join(torch_lines)}"
 
 
 def _names_torch(requirement: str) -> bool:

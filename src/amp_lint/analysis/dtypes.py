@@ -42,6 +42,9 @@ class DType:
     # part in equality, so memoisation does not multiply with the wording.
     assumption: str | None = field(default=None, compare=False)
     assumed: bool = False
+    # Set when the op that made this dtype changed autocast policy between torch releases: a
+    # phrase naming the releases, said in messages so a finding shows the release it holds on.
+    release_note: str | None = field(default=None, compare=False)
 
     def assuming(self, why: str) -> DType:
         """This dtype, resting on `why` (only half dtypes carry assumptions)."""

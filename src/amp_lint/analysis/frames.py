@@ -113,6 +113,8 @@ class ExecutionContext:
         self._evaluate = evaluate
         self.accepts_assumptions = False
         self.assumptions_used: list[str] = []
+        # Release notes (DType.release_note) of the values shown, said like assumptions.
+        self.release_notes_used: list[str] = []
 
     @property
     def region(self) -> AutocastRegion | None:
@@ -130,6 +132,9 @@ class ExecutionContext:
         return self._admit(self._evaluate(node, self.frame))
 
     def _admit(self, value: Value) -> Value:
+        note = value.dtype.release_note
+        if note is not None and note not in self.release_notes_used:
+            self.release_notes_used.append(note)
         assumed = [d for d in (value.dtype, value.integer_from) if d is not None and d.assumed]
         if not assumed:
             return value
@@ -186,4 +191,5 @@ class ExecutionContext:
             shown = self.frame.assumption if not self.frame.chain else None
             if shown is None or why.split(": ", 1)[-1] not in shown:
                 parts.append(f"assumes {why}")
+        parts.extend(self.release_notes_used)
         return f" ({'; '.join(parts)})" if parts else ""

@@ -3,6 +3,8 @@ per-device casting policy (read from the op tables)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from amp_lint.analysis.dtypes import (
@@ -21,7 +23,7 @@ from amp_lint.analysis.dtypes import (
     promote,
 )
 from amp_lint.analysis.names import dotted_name
-from amp_lint.analysis.optables import OpCategory, load_op_tables
+from amp_lint.analysis.optables import OpCategory, load_op_tables, release_note
 from amp_lint.analysis.regions import AutocastRegion
 
 CONVERSION_METHODS: dict[str, DType] = {
@@ -253,14 +255,26 @@ def op_result(op: str, inputs: list[DType], region: AutocastRegion | None) -> DT
     if region is None or not region.is_active:
         return promote(inputs)
     if region.device is not None:
-        return _apply_category(load_op_tables().category(region.device, op), inputs, region)
+        result = _apply_category(load_op_tables().category(region.device, op), inputs, region)
+        return _noting_release(result, (region.device,), op)
     results = [
         _apply_category(load_op_tables().category(device, op), inputs, region)
         for device in ("cuda", "cpu")
     ]
     outcome = join(results[0], results[1])
     # Autocast decided differently per device and the region's device is unknown.
-    return outcome if outcome.kind is not DTypeKind.UNKNOWN or results[0] == results[1] else UNKNOWN
+    if outcome.kind is DTypeKind.UNKNOWN and results[0] != results[1]:
+        return UNKNOWN
+    return _noting_release(outcome, ("cuda", "cpu"), op)
+
+
+def _noting_release(result: DType, devices: tuple[str, ...], op: str) -> DType:
+    """`result`, noting the release when `op`'s policy on these devices changed between torch
+    releases: the finding it leads to holds on the targeted release only."""
+    if result.kind not in (DTypeKind.HALF, DTypeKind.FLOAT32):
+        return result
+    notes = [note for note in (release_note(device, op) for device in devices) if note]
+    return replace(result, release_note="; ".join(notes)) if notes else result
 
 
 def _apply_category(category: OpCategory, inputs: list[DType], region: AutocastRegion) -> DType:
