@@ -66,7 +66,7 @@ AWAITING_CUDA_EVIDENCE = frozenset(
     {
         "AMP006",
         *("AMP101", "AMP102", "AMP103", "AMP104", "AMP105"),
-        *("AMP201", "AMP202", "AMP203"),
+        *("AMP201", "AMP202", "AMP203", "AMP204"),
         *("AMP301", "AMP302", "AMP303", "AMP304", "AMP305", "AMP306", "AMP307"),
         "AMP308",
         "AMP309",
