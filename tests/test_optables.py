@@ -61,9 +61,9 @@ def release_under_test() -> tuple[int, ...]:
 RELEASE = release_under_test()
 TOML_PATH = TABLES / f"torch-{RELEASE[0]}.{RELEASE[1]}.toml"
 RAW: dict[str, Any] = tomllib.loads(TOML_PATH.read_text(encoding="utf-8"))
-RAW["python_aliases"] = tomllib.loads(
-    (DATA / "autocast_aliases.toml").read_text(encoding="utf-8")
-)["python_aliases"]
+RAW["python_aliases"] = tomllib.loads((DATA / "autocast_aliases.toml").read_text(encoding="utf-8"))[
+    "python_aliases"
+]
 LISTED = ("lower_precision", "float32", "promote", "banned")
 DEVICES = ("cuda", "cpu")
 LOW_DTYPES = ("bfloat16", "float16")
@@ -157,7 +157,10 @@ def test_cuda_upcasts_what_cpu_leaves_alone(optables: Any, op: str) -> None:
 @pytest.mark.parametrize("op", ["matmul", "linear", "conv2d"])
 @pytest.mark.parametrize("device", DEVICES)
 def test_matmul_like_ops_are_lower_precision(optables: Any, op: str, device: str) -> None:
-    assert optables.op_tables_for_release(RELEASE[:2]).category(device, op) is optables.OpCategory.LOWER_PRECISION
+    assert (
+        optables.op_tables_for_release(RELEASE[:2]).category(device, op)
+        is optables.OpCategory.LOWER_PRECISION
+    )
 
 
 def test_binary_cross_entropy(optables: Any) -> None:

@@ -88,7 +88,9 @@ def test_requirements_pin_selects_the_table(project: Path) -> None:
     (project / "requirements.txt").write_text("torch>=2.12\n")
     assert len(findings(project, "attend.py")) == 2
     # The project's own pyproject bound wins over requirements.txt, the option over both.
-    (project / "pyproject.toml").write_text('[project]\nname = "x"\ndependencies = ["torch>=2.9"]\n')
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "x"\ndependencies = ["torch>=2.9"]\n'
+    )
     assert findings(project, "attend.py") == {}
     assert len(findings(project, "--torch-version", "2.13", "attend.py")) == 2
 
