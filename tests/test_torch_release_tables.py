@@ -119,3 +119,43 @@ def test_flake8_reads_the_target_too(project: Path) -> None:
     assert "AMP204" not in flake8(project, "--select", "AMP", "attend.py").stdout
     (project / "pyproject.toml").write_text('[tool.amp-lint]\ntorch-version = "2.12"\n')
     assert "AMP204" in flake8(project, "--select", "AMP", "attend.py").stdout
+
+
+# Device support per release (AMP402, and regions the release disables)
+
+MPS = """\
+import torch
+
+model = torch.nn.Linear(8, 8).to("mps")
+scaler = torch.amp.GradScaler("mps")
+with torch.autocast("mps", dtype=torch.bfloat16):
+    loss = model(torch.randn(4, 8, device="mps")).sum()
+with torch.autocast("mps", dtype=torch.float16):
+    loss = model(torch.randn(4, 8, device="mps")).sum()
+"""
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        ("2.1", {4: "raises", 5: "raises", 7: "raises"}),
+        ("2.4", {4: "raises", 5: "raises", 7: "raises"}),
+        ("2.5", {4: "raises", 5: "disabled"}),
+        ("2.6", {4: "raises"}),
+        ("2.7.1", {4: "raises"}),
+        ("2.8", {}),
+        (None, {}),
+    ],
+)
+def test_mps_support_follows_the_release(
+    tmp_path: Path, version: str | None, expected: dict[int, str]
+) -> None:
+    (tmp_path / "mps.py").write_text(MPS)
+    option = ("--torch-version", version) if version else ()
+    done = amp_lint(tmp_path, "check", "--no-cache", "--select", "AMP402", *option, "mps.py")
+    assert "Traceback" not in done.stderr, done.stderr
+    found = {}
+    for line in done.stdout.splitlines():
+        row = int(line.split(":")[1])
+        found[row] = "disabled" if "silently disabled" in line else "raises"
+    assert found == expected

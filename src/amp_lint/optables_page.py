@@ -69,6 +69,7 @@ def render_page() -> str:
                 f"No changes from {tables[0].torch_version} to {tables[-1].torch_version}."
             )
         lines.append("")
+    lines += _support_section(tables)
     lines += _tables_section(tables)
     lines += _current_lists(tables[-1])
     return "\n".join(lines).rstrip("\n") + "\n"
@@ -76,6 +77,25 @@ def render_page() -> str:
 
 def _minor(table: OpTables) -> str:
     return ".".join(str(part) for part in table.release)
+
+
+def _support_section(tables: list[OpTables]) -> list[str]:
+    """What AMP402 reads: MPS autocast dtypes and GradScaler on MPS, per release."""
+    lines = [
+        "## MPS support",
+        "",
+        "Read from each release's `torch/amp/autocast_mode.py` and its macOS wheel's MPS",
+        "kernels for GradScaler's unscale and update ops; rule AMP402 reports what the",
+        "project's `torch-version` lacks.",
+        "",
+        '| Release | `torch.autocast("mps")` dtypes | `GradScaler("mps")` |',
+        "| --- | --- | --- |",
+    ]
+    for table in tables:
+        dtypes = ", ".join(sorted(table.mps_autocast_dtypes)) or "none (raises)"
+        scaler = "runs" if table.mps_grad_scaler else "raises NotImplementedError"
+        lines.append(f"| {_minor(table)} | {dtypes} | {scaler} |")
+    return [*lines, ""]
 
 
 def _tables_section(tables: list[OpTables]) -> list[str]:

@@ -27,8 +27,8 @@ for release in "${releases[@]}"; do
     venv="$work/venv-$minor"
     rm -rf "$venv"
     python3 -m venv "$venv"
-    # PIP_CONFIG_FILE=/dev/null: ignore a machine-wide pip config that caps torch's version.
-    if ! PIP_CONFIG_FILE=/dev/null "$venv/bin/pip" install -q "torch==$release" pytest numpy \
+    # Ignore machine-wide pip settings (a cap on torch, local CPU wheels): PyPI's own builds.
+    if ! env -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null "$venv/bin/pip" install -q "torch==$release" pytest numpy \
         >"$work/$minor.install.log" 2>&1; then
         echo "$release: not installable here (see $minor.install.log)" | tee -a "$work/summary.txt"
         rm -rf "$venv"

@@ -14,6 +14,10 @@ import sys
 import torch
 
 KEYS = ("AutocastCPU", "AutocastCUDA", "AutocastXPU", "AutocastMPS")
+# The kernels GradScaler needs, and the backends whose kernels it may find for them.
+SCALER_OPS = ("_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_")
+BACKENDS = ("CPU", "CUDA", "MPS", "XPU")
+AUTOCAST_DEVICES = ("cpu", "cuda", "mps", "xpu")
 
 
 def base_names(key: str) -> list[str]:
@@ -29,6 +33,19 @@ def base_names(key: str) -> list[str]:
     return sorted(names)
 
 
+def scaler_kernels() -> dict[str, list[str]]:
+    """op -> the backends with a kernel for it (GradScaler on that device needs both ops)."""
+    has_kernel = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)
+    if has_kernel is None:
+        return {}
+    return {op: [key for key in BACKENDS if has_kernel(f"aten::{op}", key)] for op in SCALER_OPS}
+
+
+def autocast_available() -> dict[str, bool]:
+    check = getattr(torch.amp.autocast_mode, "is_autocast_available", None)
+    return {device: bool(check(device)) if check else False for device in AUTOCAST_DEVICES}
+
+
 def main() -> None:
     json.dump(
         {
@@ -36,6 +53,8 @@ def main() -> None:
             "git_version": getattr(torch.version, "git_version", ""),
             "cuda": torch.version.cuda,
             "registrations": {key: base_names(key) for key in KEYS},
+            "scaler_kernels": scaler_kernels(),
+            "autocast_available": autocast_available(),
         },
         sys.stdout,
         indent=1,

@@ -47,10 +47,14 @@ OUTPUT_DIR = ROOT / "src" / "amp_lint" / "data" / "autocast_ops"
 REGISTRATIONS_DIR = HERE / "registrations"
 CPU_SOURCE = HERE / "cpu_source.toml"
 HEADER_MEMBER = "torch/include/ATen/autocast_mode.h"
+AUTOCAST_PY_MEMBER = "torch/amp/autocast_mode.py"
+MPS_DISPATCH_HEADERS = "torch/include/ATen/ops"
+SCALER_OPS = ("_amp_foreach_non_finite_check_and_unscale", "_amp_update_scale")
 OLDEST = (2, 4)
 PYPI_JSON = "https://pypi.org/pypi/torch/json"
 # The wheel read for each release: CPython 3.11 on x86_64 Linux (every release from 2.4 has one).
 WHEEL_TAG = re.compile(r"-cp311-cp311-(manylinux\S*_x86_64)\.whl$")
+MACOS_WHEEL_TAG = re.compile(r"-cp311-(cp311|none)-macosx_\S*_arm64\.whl$")
 
 # Header macro -> category. FP32_SET_OPT_DTYPE ops get dtype=float32 filled in when the caller
 # passed none; DIFFERENT_REDISPATCH_SIGNATURE ops (norm) are redirected to their float32
@@ -155,10 +159,62 @@ def linux_wheel(version: str) -> Wheel:
     raise SystemExit(f"torch {version}: no cp311 x86_64 Linux wheel on PyPI")
 
 
-def read_header(wheel: Wheel) -> str:
-    remote = io.BufferedReader(HttpRangeFile(wheel.url), buffer_size=1 << 20)
-    with zipfile.ZipFile(remote) as archive:
-        return archive.read(HEADER_MEMBER).decode("utf-8")
+@dataclass(frozen=True)
+class ReleaseFiles:
+    """What is read of one release: the Linux wheel's autocast header and autocast_mode.py,
+    and which GradScaler kernels the macOS wheel has for MPS."""
+
+    header: str
+    autocast_py: str
+    macos_wheel: str
+    mps_scaler_kernels: bool
+
+
+def _open_remote_zip(url: str) -> zipfile.ZipFile:
+    return zipfile.ZipFile(io.BufferedReader(HttpRangeFile(url), buffer_size=1 << 20))
+
+
+def macos_wheel(version: str) -> Wheel | None:
+    for entry in _releases()[version]:
+        if MACOS_WHEEL_TAG.search(entry["filename"]):
+            url = urllib.parse.urljoin(PYPI_JSON, entry["url"])
+            return Wheel(version, entry["filename"], url, entry["digests"]["sha256"])
+    return None
+
+
+def read_release(wheel: Wheel) -> ReleaseFiles:
+    with _open_remote_zip(wheel.url) as archive:
+        header = archive.read(HEADER_MEMBER).decode("utf-8")
+        autocast_py = archive.read(AUTOCAST_PY_MEMBER).decode("utf-8")
+    mac = macos_wheel(wheel.version)
+    kernels = False
+    if mac is not None:
+        # Only the zip's directory is read: the MPS dispatch headers of both ops exist when
+        # the macOS build registers MPS kernels for them.
+        with _open_remote_zip(mac.url) as archive:
+            names = set(archive.namelist())
+        kernels = all(f"{MPS_DISPATCH_HEADERS}/{op}_mps_dispatch.h" in names for op in SCALER_OPS)
+    return ReleaseFiles(header, autocast_py, mac.filename if mac else "", kernels)
+
+
+def mps_autocast_dtypes(autocast_py: str, registrations: dict | None) -> list[str]:
+    """The dtypes `torch.autocast("mps", dtype=...)` accepts (torch/amp/autocast_mode.py).
+    Up to 2.9 MPS has its own branch with its own list; from 2.10 every device available to
+    autocast shares `device_supported_dtypes`, and whether MPS is one is decided in C++: the
+    release's `is_autocast_available("mps")` (registrations/<X.Y>.json), or, without a dump,
+    whether the file names MPS at all. Empty: MPS is not an autocast device there."""
+    own = re.search(r'self\.device == "mps":\s*supported_dtype = \[([^\]]*)\]', autocast_py)
+    shared = re.search(r"device_supported_dtypes = \[([^\]]*)\]", autocast_py)
+    available = (registrations or {}).get("autocast_available", {}).get("mps")
+    if available is None:
+        available = '"mps"' in autocast_py
+    if own is not None:
+        listed = own.group(1)
+    elif shared is not None and available:
+        listed = shared.group(1)
+    else:
+        return []
+    return sorted(re.findall(r"torch\.(float16|bfloat16)", listed))
 
 
 def macro_entries(header: str, macro: str) -> list[str]:
@@ -230,7 +286,8 @@ def _toml_list(name: str, ops: set[str]) -> str:
     return "\n".join(lines) if ops else f"{name} = []"
 
 
-def table_text(wheel: Wheel, header: str, registrations: dict | None) -> str:
+def table_text(wheel: Wheel, files: ReleaseFiles, registrations: dict | None) -> str:
+    header = files.header
     minor = ".".join(wheel.version.split(".")[:2])
     keys = (registrations or {}).get("registrations", {})
     cuda = cuda_lists(header, set(keys["AutocastCUDA"]) if registrations else None, minor)
@@ -257,6 +314,20 @@ def table_text(wheel: Wheel, header: str, registrations: dict | None) -> str:
         parts.append(f"[{device}]")
         parts.extend(_toml_list(category, lists[category]) for category in CATEGORIES)
         parts.append("")
+    dtypes = ", ".join(
+        f'"{dtype}"' for dtype in mps_autocast_dtypes(files.autocast_py, registrations)
+    )
+    parts += [
+        "[support]",
+        '# The dtypes torch.autocast("mps") accepts (torch/amp/autocast_mode.py); none: "mps"',
+        "# is not an autocast device in this release.",
+        f"mps_autocast_dtypes = [{dtypes}]",
+        "# GradScaler on MPS: the macOS wheel has MPS kernels for "
+        + " and ".join(f"{op}_" for op in SCALER_OPS)
+        + f" ({files.macos_wheel or 'no macOS wheel'}).",
+        f"mps_grad_scaler = {'true' if files.mps_scaler_kernels else 'false'}",
+        "",
+    ]
     return "\n".join(parts)
 
 
@@ -271,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     stale = []
     for minor in minors:
         wheel = linux_wheel(patches[minor])
-        text = table_text(wheel, read_header(wheel), load_registrations(minor))
+        text = table_text(wheel, read_release(wheel), load_registrations(minor))
         target = OUTPUT_DIR / f"torch-{minor}.toml"
         if args.check:
             if not target.is_file() or target.read_text() != text:

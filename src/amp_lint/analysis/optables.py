@@ -84,6 +84,10 @@ class OpTables:
     devices: dict[str, dict[str, OpCategory]]
     #: Python-level callable name -> aten op name that decides its category.
     python_aliases: dict[str, str]
+    #: The dtypes `torch.autocast("mps")` accepts (empty: MPS is not an autocast device).
+    mps_autocast_dtypes: frozenset[str] = frozenset(["float16", "bfloat16"])
+    #: Whether GradScaler finds MPS kernels for its unscale and update ops.
+    mps_grad_scaler: bool = True
 
     def _table(self, device: str) -> Mapping[str, OpCategory] | None:
         name = device.strip().lower().split(":", 1)[0]  # "cuda:0" -> "cuda"
@@ -164,7 +168,17 @@ def parse_op_tables(text: str, aliases_text: str = "") -> OpTables:
     ):
         raise ValueError(f"{ALIASES_FILE}: [python_aliases] values must be strings")
     python_aliases = {str(key): str(value) for key, value in aliases_raw.items()}
-    return OpTables(torch_version=torch_version, devices=devices, python_aliases=python_aliases)
+    support = data.get("support", {})
+    if not isinstance(support, dict):
+        raise ValueError(f"{DATA_DIR}: [support] must be a table")
+    mps_dtypes = _str_list(support.get("mps_autocast_dtypes", ["float16", "bfloat16"]), "support")
+    return OpTables(
+        torch_version=torch_version,
+        devices=devices,
+        python_aliases=python_aliases,
+        mps_autocast_dtypes=frozenset(mps_dtypes),
+        mps_grad_scaler=bool(support.get("mps_grad_scaler", True)),
+    )
 
 
 def _data(relative: str) -> Traversable:

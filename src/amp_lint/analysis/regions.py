@@ -17,6 +17,7 @@ from amp_lint.analysis.autocast_region import AutocastRegion
 from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16, dtype_from_torch_name
 from amp_lint.analysis.literals import string_literal
 from amp_lint.analysis.names import ModuleNames, dotted_name
+from amp_lint.analysis.optables import load_op_tables
 from amp_lint.analysis.outline import small_statements
 
 # Qualified names of the autocast context managers, with their device and argument order.
@@ -40,7 +41,7 @@ def _opens_torch_autocast(qualified: str | None) -> bool:
 
 
 # torch.get_autocast_dtype defaults: float16 on CUDA (and XPU), bfloat16 on CPU.
-_DEFAULT_DTYPE = {"cuda": FLOAT16, "xpu": FLOAT16, "cpu": BFLOAT16}
+_DEFAULT_DTYPE = {"cuda": FLOAT16, "xpu": FLOAT16, "cpu": BFLOAT16, "mps": FLOAT16}
 _ACCELERATE_PRECISION = {"fp16": FLOAT16, "bf16": BFLOAT16}
 GRAD_SCALERS = {
     "torch.amp.GradScaler": None,
@@ -65,6 +66,8 @@ def region_from_call(
         device = _device_literal(device_expr)
         dtype = _dtype_argument(call, 1, names, device)
         enabled = flag_literal(call_argument(call, 2, "enabled"))
+        if not supports_autocast(device, dtype):
+            enabled = False  # the targeted torch disables (or refuses) this region
         return AutocastRegion(device, dtype, enabled, qualified, call, device_expr)
     if qualified in _DEVICE_AUTOCAST:
         device = _DEVICE_AUTOCAST[qualified]
@@ -76,6 +79,15 @@ def region_from_call(
             None, accelerate.dtype, accelerate.enabled, "accelerator.autocast", call
         )
     return None
+
+
+def supports_autocast(device: str | None, dtype: str | None) -> bool:
+    """Whether the targeted torch runs `torch.autocast(device, dtype=dtype)` as an autocast
+    region: MPS accepts float16 from torch 2.5 and bfloat16 from 2.6; before, autocast warns
+    and disables itself for that dtype, or refuses the device (the op table's [support])."""
+    if device != "mps" or dtype is None:
+        return True
+    return dtype in load_op_tables().mps_autocast_dtypes
 
 
 def region_arguments(

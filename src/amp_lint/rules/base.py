@@ -60,6 +60,9 @@ class Rule:
     # runs its examples and its docs page shows their runtime evidence (not so for AMP900,
     # which reports amp-lint's own noqa comments).
     runtime_evidence: ClassVar[bool] = True
+    # Command-line arguments the documented examples hold under (`--torch-version 2.5` for a
+    # rule about old releases); the rule-page test checks the examples with them.
+    example_arguments: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
