@@ -76,6 +76,10 @@ REGISTERED_OUTSIDE_THE_MACROS = {
     # the weights; registered only in builds with cuDNN.
     "_cudnn_rnn": ("lower_precision", "aten/src/ATen/native/cudnn/AutocastRNN.cpp"),
     "binary_cross_entropy": ("banned", "binary_cross_entropy_banned in autocast_mode.cpp"),
+    # New in 2.14, registered for CUDA and CPU but not XPU, so not through the macros. float32
+    # as measured under CPU autocast on torch 2.14.1 (bfloat16 input -> float32 output); the
+    # CUDA policy is taken to be the same until a CUDA run checks it.
+    "linalg_matrix_sqrth": ("float32", "KERNEL_CUDA in autocast_mode.cpp (torch 2.14)"),
 }
 
 
