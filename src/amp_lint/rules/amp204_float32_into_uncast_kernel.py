@@ -64,11 +64,23 @@ _XFORMERS_NAMES = frozenset(
 )
 
 
+# torch's own varlen attention (2.10+) is a custom op (torch_attn::_varlen_attn) with no
+# autocast registration, whose implementation calls aten::_flash_attention_forward, which no
+# autocast list has: the same checks and messages as flash-attn's
+# (pytorch/torchtitan#2542: "FlashAttention only support fp16 and bf16 data type").
+_VARLEN_NAMES = frozenset(["torch.nn.attention.varlen.varlen_attn"])
+_VARLEN_KERNEL = Kernel(
+    ("query", "key", "value"), _FLASH_DTYPE, {"key": _FLASH_KEY, "value": _FLASH_VALUE}
+)
+
+
 def kernel_for(qualified: str | None) -> Kernel | None:
     if qualified is None:
         return None
     if qualified in _XFORMERS_NAMES:
         return _XFORMERS_KERNEL
+    if qualified in _VARLEN_NAMES:
+        return _VARLEN_KERNEL
     module, _, name = qualified.rpartition(".")
     return _FLASH_KERNELS.get(name) if module in _FLASH_MODULES else None
 
@@ -77,14 +89,16 @@ class Float32IntoUncastAttentionKernel(Rule):
     code = "AMP204"
     name = "float32-into-uncast-attention-kernel"
     summary = (
-        "Checks for float32 tensors passed to flash-attn or xformers attention inside an "
-        "autocast region: autocast casts only the ops it lists, not these kernels' inputs."
+        "Checks for float32 tensors passed to flash-attn, xformers or `varlen_attn` attention "
+        "inside an autocast region: autocast casts only the ops it lists, not their inputs."
     )
     why = """\
 Autocast casts the inputs of the aten ops on its lists; a kernel from another library
 (`flash_attn_func` and its varlen/packed/kv-cache siblings, xformers'
-`memory_efficient_attention`) gets its arguments as they are. Inside a float16 or bfloat16
-region most activations are half, but not all of them:
+`memory_efficient_attention`) gets its arguments as they are, and so does torch's own
+`torch.nn.attention.varlen.varlen_attn` (torch 2.10+), a custom op without an autocast
+registration that calls the flash kernel directly (pytorch/torchtitan#2542). Inside a float16
+or bfloat16 region most activations are half, but not all of them:
 
 * outputs of ops autocast runs in **float32**: `layer_norm`, `group_norm`, `softmax`, `norm`,
   and, on CUDA from torch 2.12, `rms_norm` (pytorch/pytorch#174824: `nn.RMSNorm` used as
@@ -144,10 +158,16 @@ float32."""
 A tensor is reported only when the analysis knows it is float32 inside the region: the output
 of a float32-policy op or of a promotion with a known float32 tensor. Values from calls it
 cannot see into (a norm module from another library, a model) are unknown and not reported.
-`torch.nn.attention.flex_attention` and `torch.library.custom_op` kernels are not checked:
-run on torch 2.13 under CPU autocast, flex_attention accepted mixed bfloat16/float32 inputs
-(eager and compiled) and a custom op's Python implementation ran its own ops under autocast,
-so neither raised. Regions known to run on the CPU are skipped (flash-attn is CUDA-only)."""
+`torch.nn.attention.flex_attention` and other `torch.library.custom_op` kernels are not
+checked: run on torch 2.13 under CPU autocast, flex_attention accepted mixed bfloat16/float32
+inputs (eager and compiled) and a custom op's Python implementation ran its own aten ops under
+autocast, so neither raised (`varlen_attn` calls a kernel on no autocast list). flash-attn 1's
+`flash_attn_unpadded_*` names are not recognised. Regions known to run on the CPU are skipped
+(these kernels are CUDA-only). In library mode (`--assume-autocast`) pass `--device cuda`:
+ops whose policy differs between CUDA and CPU (layer_norm, rms_norm) have no known dtype
+while the device is unknown. Norms reached through a parameter annotated with a string
+(`attn: "Attention"`), or computed in a class whose output dtype follows its weight's, are
+unknown too (bghira/SimpleTuner#3002, kohya-ss/musubi-tuner 092dd1a: both missed)."""
     node_types = (cst.Call,)
 
     def check_node(self, node: cst.CSTNode, ctx: ExecutionContext) -> Iterator[Report]:
