@@ -216,57 +216,48 @@ def _analyse_module(
 ) -> FileAnalysis:
     # What autocast does to an op depends on the torch release the project targets.
     with targeting(config.torch_version):
-        return _analyse_for_target(module, source, config, context, path, honour_noqa)
-
-
-def _analyse_for_target(
-    module: cst.Module,
-    source: bytes,
-    config: Config,
-    context: ProjectContext,
-    path: str,
-    honour_noqa: bool,
-) -> FileAnalysis:
-    rules = [rule_class() for rule_class in all_rules() if config.is_enabled(rule_class.code, path)]
-    facts = ModuleFacts(
-        path=path, module=module, names=collect_names(module), config=config, source=source
-    )
-    reports: list[tuple[Rule, Report]] = []
-    loader = ProjectLoader.shared(context.project, config)
-    observers = [RuleObserver(rule) for rule in rules if rule.node_types]
-    interpreter = Interpreter(facts, observers, context.project, loader)
-    assumptions = list(context.assumptions)
-    found: list[ClassAssumption] = []
-    for rule in rules:
-        # Rules that also check nodes prepare per-module state here, so they run in every
-        # round; their module-level reports belong to the round of the file's own roots.
-        if not (context.own_roots or rule.node_types) or not _mentions(source, rule.vocabulary):
-            continue
-        module_reports = list(rule.check_module(facts))
+        rules = [
+            rule_class() for rule_class in all_rules() if config.is_enabled(rule_class.code, path)
+        ]
+        facts = ModuleFacts(
+            path=path, module=module, names=collect_names(module), config=config, source=source
+        )
+        reports: list[tuple[Rule, Report]] = []
+        loader = ProjectLoader.shared(context.project, config)
+        observers = [RuleObserver(rule) for rule in rules if rule.node_types]
+        interpreter = Interpreter(facts, observers, context.project, loader)
+        assumptions = list(context.assumptions)
+        found: list[ClassAssumption] = []
+        for rule in rules:
+            # Rules that also check nodes prepare per-module state here, so they run in every
+            # round; their module-level reports belong to the round of the file's own roots.
+            if not (context.own_roots or rule.node_types) or not _mentions(source, rule.vocabulary):
+                continue
+            module_reports = list(rule.check_module(facts))
+            if context.own_roots:
+                reports.extend((rule, report) for report in module_reports)
         if context.own_roots:
-            reports.extend((rule, report) for report in module_reports)
-    if context.own_roots:
-        found = framework_assumptions(facts, interpreter.accelerate, context.project)
-        assumptions += configured_assumptions(config) + found
-    interpreter.run(context.entries, assumptions, own_roots=context.own_roots)
-    found += interpreter.dispatched()
-    for observer in observers:
-        reports.extend((observer.rule, report) for report in observer.found())
-    findings = _to_findings(reports, facts.positions, path) if reports else []
-    hidden: list[Finding] = []
-    if honour_noqa and findings:
-        # Findings placed in other files are checked against those files' noqa comments
-        # where the project's results are gathered.
-        noqa = NoqaMap(source.decode("utf-8", "replace"))  # module.code would print the tree
-        hidden = [f for f in findings if f.path == path and noqa.suppresses(f.line, f.code)]
-        findings = [f for f in findings if all(f is not h for h in hidden)]
-    return FileAnalysis(
-        findings,
-        list(interpreter.outgoing.values()),
-        found,
-        sorted(interpreter.dependencies),
-        [f.portable() for f in hidden],
-    )
+            found = framework_assumptions(facts, interpreter.accelerate, context.project)
+            assumptions += configured_assumptions(config) + found
+        interpreter.run(context.entries, assumptions, own_roots=context.own_roots)
+        found += interpreter.dispatched()
+        for observer in observers:
+            reports.extend((observer.rule, report) for report in observer.found())
+        findings = _to_findings(reports, facts.positions, path) if reports else []
+        hidden: list[Finding] = []
+        if honour_noqa and findings:
+            # Findings placed in other files are checked against those files' noqa comments
+            # where the project's results are gathered.
+            noqa = NoqaMap(source.decode("utf-8", "replace"))  # module.code would print the tree
+            hidden = [f for f in findings if f.path == path and noqa.suppresses(f.line, f.code)]
+            findings = [f for f in findings if all(f is not h for h in hidden)]
+        return FileAnalysis(
+            findings,
+            list(interpreter.outgoing.values()),
+            found,
+            sorted(interpreter.dependencies),
+            [f.portable() for f in hidden],
+        )
 
 
 class RuleObserver:

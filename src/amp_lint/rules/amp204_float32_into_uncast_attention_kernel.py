@@ -12,6 +12,7 @@ from amp_lint.analysis.dtypes import DType, DTypeKind
 from amp_lint.analysis.frames import ExecutionContext
 from amp_lint.analysis.outline import positional_arguments, source_text
 from amp_lint.rules.base import Report, Rule
+from amp_lint.rules.common import brief
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,10 @@ unknown too (bghira/SimpleTuner#3002, kohya-ss/musubi-tuner 092dd1a: both missed
             f"raises {error}; cast them to the autocast dtype before the call "
             "(`.to(v.dtype)`) or use `F.scaled_dot_product_attention`, which autocast casts"
         )
-        summary = f"{named} {verb} float32 at `{called}`: raises {error}; cast to half first"
+        first = brief(tensors[float32[0]], 12) + (" ..." if len(float32) > 1 else "")
+        quoted = brief(error.strip('"'), 44)
+        summary = f'`{brief(called, 26)}` gets float32 `{first}`: raises "{quoted}"; cast to half'
+
         yield Report(node, message, None, summary=summary)
 
 
