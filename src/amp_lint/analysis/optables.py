@@ -269,15 +269,14 @@ def _release_note(device: str, op: str, target: Release) -> str | None:
             spans.append((release, release, category))
     if len(spans) < 2:
         return None
-    current = next(span for span in spans if span[0] <= target <= span[1] or span is spans[-1])
-    if target < releases[0]:
-        current = spans[0]
+    # `target` is a tabulated release (table_release_for), so exactly one span holds it.
+    current = next(span for span in spans if span[0] <= target <= span[1])
     others = "; ".join(
         f"{_span(first, last, releases)} it {_POLICY_WORDS[category]}"
         for first, last, category in spans
         if (first, last) != current[:2]
     )
-    name = op_tables_for_release(target if target in releases else current[0]).resolve(op)
+    name = op_tables_for_release(target).resolve(op)
     where = device.split(":", 1)[0].upper()
     return (
         f"torch {_release(target)}: `{name}` {_POLICY_WORDS[current[2]]} under {where} "

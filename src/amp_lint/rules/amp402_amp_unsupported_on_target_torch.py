@@ -82,9 +82,9 @@ its table is read from each release's files, as above."""
 
     def check_module(self, facts: ModuleFacts) -> Iterator[Report]:
         target = facts.config.torch_version
-        tables = load_op_tables()
         if target is None:
             return
+        tables = load_op_tables()
         accelerate = accelerate_settings(facts.module, facts.names)
         for call in all_calls(facts.module):
             region = region_from_call(call, facts.names, accelerate)
