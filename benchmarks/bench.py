@@ -303,8 +303,8 @@ def copy_files(files: list[Path], root: Path, dest: Path) -> Path:
 
 
 def prepare_tree(name: str, root: Path, workdir: Path, quick: bool) -> Tree:
-    from amp_lint.config import Config
-    from amp_lint.files import round_zero_vocabulary
+    from amp_lint.settings.config import Config
+    from amp_lint.sources.files import round_zero_vocabulary
 
     vocabulary = round_zero_vocabulary(Config())
     files = python_files(root)
@@ -731,7 +731,7 @@ def render_report(
         "",
         "TREE is the package folder; NO_VOCAB_COPY is a copy (same relative paths) of the "
         "tree's files that contain none of amp-lint's vocabulary "
-        "(`amp_lint.files.round_zero_vocabulary`); CACHE is a fresh "
+        "(`amp_lint.sources.files.round_zero_vocabulary`); CACHE is a fresh "
         "temporary folder per tree. Each command runs in a scratch folder with stdout and "
         "stderr written to files. `<flake8 without AMP>` is the same flake8 with amp-lint's "
         f"entry point dropped from its plugin finder ({hiding}).",

@@ -23,10 +23,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from amp_lint import engine, files, first_pass, project_run, runner, warm_run
-from amp_lint.analysis import imports, interpreter
-from amp_lint.config import load_config
+from amp_lint.analysis.interpreter import interpreter
+from amp_lint.analysis.project import imports
+from amp_lint.parse import first_pass
 from amp_lint.rules import all_rules
+from amp_lint.run import engine, project_run, runner, warm_run
+from amp_lint.settings.config import load_config
+from amp_lint.sources import files
 
 
 class Timers:

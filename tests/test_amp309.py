@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from runners import amp_lint
 
-from amp_lint.config import Config
-from amp_lint.engine import lint_source
 from amp_lint.findings import Finding
+from amp_lint.run.engine import lint_source
+from amp_lint.settings.config import Config
 
 CONFIG = Config(select=("AMP309",))
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from runners import amp_lint
 
-from amp_lint.config import Config
-from amp_lint.engine import fix_source, lint_source
 from amp_lint.findings import Finding, FixSafety
+from amp_lint.run.engine import fix_source, lint_source
+from amp_lint.settings.config import Config
 
 CONFIG = Config(select=("AMP401",))
 

@@ -9,11 +9,11 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from amp_lint.analysis.frames import ExecutionContext
-from amp_lint.analysis.interpreter import run_interpreter
-from amp_lint.analysis.module import ModuleFacts
-from amp_lint.analysis.names import collect_names
-from amp_lint.config import Config
+from amp_lint.analysis.interpreter.frames import ExecutionContext
+from amp_lint.analysis.interpreter.interpreter import run_interpreter
+from amp_lint.analysis.syntax.module import ModuleFacts
+from amp_lint.analysis.syntax.names import collect_names
+from amp_lint.settings.config import Config
 
 
 class _Reveal:

@@ -8,10 +8,10 @@ import textwrap
 
 import pytest
 
-from amp_lint.analysis.contractions import parse_equation
-from amp_lint.config import Config
-from amp_lint.engine import fix_source, lint_source
+from amp_lint.analysis.syntax.contractions import parse_equation
 from amp_lint.findings import Finding
+from amp_lint.run.engine import fix_source, lint_source
+from amp_lint.settings.config import Config
 
 
 def lint(source: str, code: str, **settings: object) -> list[Finding]:

@@ -1,4 +1,5 @@
-"""The `amp-lint` console script, run as a subprocess the way users and pre-commit run it.
+"""The `amp-lint` command: its `main` in this process for most tests, and the console script
+as a subprocess, the way users and pre-commit run it, for those about the process itself.
 
 Most tests need a rule that fires; they use AMP401 (`torch.cuda.amp.autocast()` ->
 `torch.amp.autocast("cuda")`, a safe fix) and compare codes and positions, not messages.
@@ -16,11 +17,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from runners import amp_lint_bytes
 
-from amp_lint.config import Config
-from amp_lint.files import has_amp_vocabulary
-from amp_lint.fix_writing import write_atomically
-from amp_lint.runner import Job, process_job
+from amp_lint.run.runner import Job, process_job
+from amp_lint.settings.config import Config
+from amp_lint.sources.files import has_amp_vocabulary
+from amp_lint.sources.fix_writing import write_atomically
 
 AMP_LINT = Path(sys.executable).parent / "amp-lint"
 
@@ -32,6 +34,14 @@ LEGACY_IGNORED = b'[tool.amp-lint]\nper-file-ignores = {"legacy/*" = ["AMP4"]}\n
 
 
 def amp_lint(
+    cwd: Path, *args: str, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """`amp-lint ARGS` in this process (tests/runners.py); `amp_lint_process` is the console
+    script, for the tests about the process itself."""
+    return amp_lint_bytes(cwd, *args, stdin=stdin)
+
+
+def amp_lint_process(
     cwd: Path, *args: str, stdin: bytes | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
@@ -70,7 +80,7 @@ def project(tmp_path: Path) -> Path:
 
 
 def test_findings_exit_1_with_flake8_style_lines(project: Path) -> None:
-    result = amp_lint(project, "check", "deprecated.py", "clean.py")
+    result = amp_lint_process(project, "check", "deprecated.py", "clean.py")
     assert result.returncode == 1
     assert positions(result) == ["deprecated.py:3:6: AMP401"]
     assert re.fullmatch(r"deprecated\.py:3:6: AMP401 \S.*", out(result)[0])
@@ -131,7 +141,7 @@ def test_internal_error_names_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
     def explode(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr("amp_lint.engine.analyse_source", explode)
+    monkeypatch.setattr("amp_lint.run.engine.analyse_source", explode)
     job = Job("pkg/m.py", DEPRECATED, fix=False, unsafe=False)
     outcome = process_job(job, Config())
     assert outcome.error is not None
@@ -334,7 +344,7 @@ def test_prefilter_vocabulary() -> None:
 
 
 def test_stdin(tmp_path: Path) -> None:
-    result = amp_lint(tmp_path, "check", "-", stdin=DEPRECATED)
+    result = amp_lint_process(tmp_path, "check", "-", stdin=DEPRECATED)
     assert result.returncode == 1
     assert positions(result) == ["-:3:6: AMP401"]
 
@@ -564,7 +574,7 @@ def test_unknown_rule_exit_2() -> None:
 
 
 def test_version() -> None:
-    result = amp_lint(Path.cwd(), "--version")
+    result = amp_lint_process(Path.cwd(), "--version")
     assert result.returncode == 0
     assert result.stdout.decode().startswith("amp-lint ")
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from runners import amp_lint
 
-from amp_lint.docs import fix_availability, render_all, render_rule, stale_files
-from amp_lint.evidence import load_reports
+from amp_lint.pages.evidence import load_reports
+from amp_lint.pages.rule_pages import fix_availability, render_all, render_rule, stale_files
 from amp_lint.rules import all_rules
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -16,7 +16,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 def test_committed_rule_docs_are_up_to_date() -> None:
     stale = stale_files(DOCS, render_all(all_rules(), DOCS))
-    assert not stale, f"out of date: {stale}; run `python -m amp_lint.docs` and commit the result"
+    assert not stale, f"out of date: {stale}; run `python -m amp_lint.pages` and commit the result"
 
 
 def test_rule_page_layout() -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from runners import amp_lint
 
-from amp_lint.config import OPT_IN_PREFIX
 from amp_lint.rules import all_rules
+from amp_lint.settings.config import OPT_IN_PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 

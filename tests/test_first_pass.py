@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from amp_lint.config import Config
-from amp_lint.first_pass import own_code_may_have_findings
+from amp_lint.parse.first_pass import own_code_may_have_findings
+from amp_lint.settings.config import Config
 
 KEEP = {
     "conversion": "y = x.half()\n",

@@ -303,8 +303,8 @@ def test_rule_metadata() -> None:
 
 def test_fixture_files_pass_the_prefilter() -> None:
     """The prefilter skips files without AMP words; it must never skip a file with findings."""
-    from amp_lint.config import Config
-    from amp_lint.files import has_amp_vocabulary
+    from amp_lint.settings.config import Config
+    from amp_lint.sources.files import has_amp_vocabulary
 
     for folder in fixture_folders():
         for source in sources(folder, "bad"):
@@ -314,7 +314,7 @@ def test_fixture_files_pass_the_prefilter() -> None:
 def test_fixture_runs_are_hermetic() -> None:
     """A [tool.amp-lint] table above tests/fixtures would change fixture output: only a
     pyproject.toml inside a fixture folder may configure it."""
-    from amp_lint.config import find_config_file
+    from amp_lint.settings.config import find_config_file
 
     for folder in fixture_folders():
         found = find_config_file(folder)

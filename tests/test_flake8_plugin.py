@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from runners import amp_lint, flake8
+from runners import amp_lint, flake8, flake8_process
 
 from amp_lint import __version__
 from amp_lint.flake8_plugin import AmpLintChecker
@@ -23,7 +23,7 @@ def without_fix_markers(concise: str) -> str:
 
 
 def test_plugin_is_registered(tmp_path: Path) -> None:
-    result = flake8(tmp_path, "--version")
+    result = flake8_process(tmp_path, "--version")
     assert result.returncode == 0
     assert f"amp-lint: {__version__}" in result.stdout
 

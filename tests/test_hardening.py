@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from amp_lint.crash_isolation import IsolatingRunner
-from tests.runners import AMP_LINT, NOBODY, amp_lint, as_user, can_run_as_nobody
+from amp_lint.run.crash_isolation import IsolatingRunner
+from tests.runners import AMP_LINT, NOBODY, as_user, can_run_as_nobody
+from tests.runners import amp_lint_process as amp_lint  # crashes and hangs: the real process
 
 # A file with one finding (AMP101 on line 5), linted beside every bad input.
 GOOD = """\

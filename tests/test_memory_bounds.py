@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from amp_lint import engine, project_run, runner, warm_run
-from amp_lint.analysis.project import ProjectIndex
-from amp_lint.config import Config
-from amp_lint.engine import ProjectLoader
+from amp_lint.analysis.project.index import ProjectIndex
+from amp_lint.run import engine, project_run, runner, warm_run
+from amp_lint.run.engine import ProjectLoader
+from amp_lint.settings.config import Config
 
 
 def module(body_lines: int) -> str:

@@ -81,14 +81,15 @@ def table_category(device: str, name: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# The loader (amp_lint.analysis.optables)
+# The loader (amp_lint.analysis.values.optables)
 # ---------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def optables() -> Any:
     return pytest.importorskip(
-        "amp_lint.analysis.optables", reason="amp_lint is not importable here (not installed)"
+        "amp_lint.analysis.values.optables",
+        reason="amp_lint is not importable here (not installed)",
     )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from runners import AMP_LINT, amp_lint
 
-from amp_lint.progress import Progress
+from amp_lint.run.progress import Progress
 
 CROSS_FILE = Path(__file__).parent / "projects" / "cross_file"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from amp_lint.analysis.code_text import code_only, mentions_in_code
+from amp_lint.analysis.syntax.code_text import code_only, mentions_in_code
 from tests.runners import amp_lint
 
 TRAIN = """\

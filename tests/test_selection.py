@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from runners import amp_lint
 
-from amp_lint.rule_selectors import known_rules
 from amp_lint.rules import all_rules
+from amp_lint.settings.rule_selectors import known_rules
 
 DEPRECATED = "import torch\n\nwith torch.cuda.amp.autocast():\n    pass\n"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import libcst as cst
 from runners import amp_lint
 
-from amp_lint.analysis.local_definitions import LocalDefinitions
+from amp_lint.analysis.syntax.local_definitions import LocalDefinitions
 
 METRICS = """\
 import torch.nn.functional as F

@@ -134,7 +134,7 @@ def test_verify_rejects_a_case_without_its_fixed_copy(tmp_path: Path) -> None:
 def test_verify_without_torch_says_how_to_install_it(tmp_path: Path) -> None:
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "from amp_lint.cli import main\n"
+        "from amp_lint.cli.main import main\n"
         "sys.exit(main(['verify']))\n"
     )
     result = subprocess.run(

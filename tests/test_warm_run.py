@@ -1,6 +1,6 @@
 """A warm run (the cache on, nothing changed) reads no linted file and prints what a cold run
 prints; any change a stat can see (content, same-size content with the old mtime, config,
-a new file) is seen. Driven through `amp_lint.cli.main` in a real process whose file opens
+a new file) is seen. Driven through `amp_lint.cli.main.main` in a real process whose file opens
 are recorded by an audit hook (`open` is an audited event), so "reads nothing" is observed,
 not inferred from timing."""
 
@@ -31,7 +31,7 @@ def record(event, args):
         if path.startswith(project + os.sep) and path.endswith(".py"):
             opened.add(os.path.relpath(path, project))
 sys.addaudithook(record)
-from amp_lint.cli import main
+from amp_lint.cli.main import main
 status = main(sys.argv[2:])
 sys.stdout.flush()
 print(json.dumps(sorted(opened)), file=sys.stderr)

@@ -1,3 +1,3 @@
-from amp_lint.cli import main
+from amp_lint.cli.main import main
 
 raise SystemExit(main())

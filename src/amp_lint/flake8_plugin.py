@@ -42,13 +42,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from amp_lint import __version__
-from amp_lint.config import Config
-from amp_lint.engine import SourceError, lint_source
-from amp_lint.files import has_amp_vocabulary
 from amp_lint.formats.text import concise_message
-from amp_lint.parse_guard import call_with_deep_stack
-from amp_lint.settings_discovery import ConfigResolver, Resolved
-from amp_lint.suppressions import NoqaMap
+from amp_lint.parse.parse_guard import call_with_deep_stack
+from amp_lint.run.engine import SourceError, lint_source
+from amp_lint.settings.config import Config
+from amp_lint.settings.discovery import ConfigResolver, Resolved
+from amp_lint.sources.files import has_amp_vocabulary
+from amp_lint.suppressions.comments import NoqaMap
 
 Flake8Result = tuple[int, int, str, type]
 

@@ -8,7 +8,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import RemoveImportsVisitor
 
-from amp_lint.analysis.outline import child_nodes, small_statements, subtree_nodes
+from amp_lint.analysis.syntax.outline import child_nodes, small_statements, subtree_nodes
 from amp_lint.findings import Finding, Replacement
 from amp_lint.fixes.import_placement import add_module_import
 

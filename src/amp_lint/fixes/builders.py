@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from amp_lint.analysis.names import ModuleNames, dotted_name
+from amp_lint.analysis.syntax.names import ModuleNames, dotted_name
 
 # Expressions that can take a method call without parentheses around them.
 _ATOMIC = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)

@@ -8,9 +8,9 @@ import tokenize
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from amp_lint.files import read_source
 from amp_lint.findings import Finding
 from amp_lint.fixes.text_edits import split_lines
+from amp_lint.sources.files import read_source
 
 
 class SourceTexts:

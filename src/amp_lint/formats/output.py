@@ -8,9 +8,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from amp_lint.config import Config, ConfigError
 from amp_lint.formats import ALIASES, OUTPUT_FORMATS, TEXT_EDIT_FORMATS, canonical_format
 from amp_lint.formats.listing import Listing
+from amp_lint.settings.config import Config, ConfigError
 
 # Format -> (module in amp_lint.formats, its function), imported only when asked for: a
 # pre-commit run prints the concise format and should not pay for XML or SARIF.

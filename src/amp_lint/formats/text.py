@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from amp_lint.findings import Finding
 from amp_lint.formats import count_by_code, shows_fixable
 from amp_lint.formats.listing import Listing
-from amp_lint.positions import format_position
+from amp_lint.formats.positions import format_position
 
 
 def format_finding(finding: Finding, unsafe_fixes: bool = False) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from amp_lint.reporting import EXIT_ERROR, Reporter
+from amp_lint.cli.reporting import EXIT_ERROR, Reporter
 
 
 def run(args: argparse.Namespace) -> int:

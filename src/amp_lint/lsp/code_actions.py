@@ -11,12 +11,12 @@ from collections.abc import Callable, Sequence
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
-from amp_lint.add_noqa import with_noqa_comments
 from amp_lint.findings import Finding, FixSafety
 from amp_lint.lsp.diagnostics import diagnostic, finding_range, replacement_edit, text_edit
 from amp_lint.lsp.documents import OpenFile, Place
-from amp_lint.notebooks import split_lines
-from amp_lint.suppressions import UNUSED_NOQA_CODE
+from amp_lint.sources.notebooks import split_lines
+from amp_lint.suppressions.add_noqa import with_noqa_comments
+from amp_lint.suppressions.comments import UNUSED_NOQA_CODE
 
 FIX_ALL_KIND = f"{types.CodeActionKind.SourceFixAll.value}.amp-lint"
 
@@ -80,7 +80,7 @@ def fix_all_edit(
 
     changes: dict[str, list[types.TextEdit]] = {}
     if isinstance(opened, NotebookFile):
-        from amp_lint.notebooks import NotebookError, cell_source, load_document
+        from amp_lint.sources.notebooks import NotebookError, cell_source, load_document
 
         try:
             cells = load_document(fixed_source)["cells"]

@@ -15,7 +15,7 @@ from pygls.workspace.position_codec import PositionCodec
 from amp_lint.findings import Finding, FixSafety, TextEdit
 from amp_lint.formats import rule_url
 from amp_lint.lsp.documents import Place
-from amp_lint.notebooks import split_lines
+from amp_lint.sources.notebooks import split_lines
 
 SOURCE = "amp-lint"
 # Rules about code that still works but should go: shown struck through or faded.

@@ -13,7 +13,7 @@ from lsprotocol import types
 from pygls.uris import from_fs_path, to_fs_path
 
 from amp_lint.findings import Finding, TextEdit
-from amp_lint.notebooks import split_lines
+from amp_lint.sources.notebooks import split_lines
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,11 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 
 from amp_lint import __version__
-from amp_lint.files import LINTED_SUFFIXES
 from amp_lint.lsp.diagnostics import diagnostic
 from amp_lint.lsp.documents import Cell, NotebookFile, OpenFile, Place, TextFile, path_of, uri_of
 from amp_lint.lsp.workspace_projects import FileResult, WorkspaceProjects
-from amp_lint.notebooks import is_notebook, split_lines
+from amp_lint.sources.files import LINTED_SUFFIXES
+from amp_lint.sources.notebooks import is_notebook, split_lines
 
 _log = logging.getLogger(__name__)
 

@@ -19,14 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from amp_lint.analysis.project_memo import ProjectMemo
-from amp_lint.files import LINTED_SUFFIXES, discover_python_files
+from amp_lint.analysis.project.memo import ProjectMemo
 from amp_lint.findings import Finding
-from amp_lint.gitignore import ignores_named_path
-from amp_lint.project_cache import cache_directory
-from amp_lint.project_run import RunOptions, lint_project
-from amp_lint.settings_discovery import ConfigResolver, Resolved
-from amp_lint.warm_run import read_sources
+from amp_lint.run.project_cache import cache_directory
+from amp_lint.run.project_run import RunOptions, lint_project
+from amp_lint.run.warm_run import read_sources
+from amp_lint.settings.discovery import ConfigResolver, Resolved
+from amp_lint.sources.files import LINTED_SUFFIXES, discover_python_files
+from amp_lint.sources.gitignore import ignores_named_path
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from amp_lint.analysis.dtypes import FLOAT32, DType
-from amp_lint.analysis.frames import ExecutionContext
+from amp_lint.analysis.interpreter.frames import ExecutionContext
+from amp_lint.analysis.values.dtypes import FLOAT32, DType
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import finfo_limit, method_call, to_dtype_of
 from amp_lint.rules.base import Report, Rule

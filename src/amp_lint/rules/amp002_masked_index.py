@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from amp_lint.analysis.dtypes import BFLOAT16
-from amp_lint.analysis.frames import ExecutionContext
-from amp_lint.analysis.outline import positional_arguments
-from amp_lint.analysis.values import Value
+from amp_lint.analysis.interpreter.frames import ExecutionContext
+from amp_lint.analysis.syntax.outline import positional_arguments
+from amp_lint.analysis.values.dtypes import BFLOAT16
+from amp_lint.analysis.values.value import Value
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import upcast
 from amp_lint.rules.base import Report, Rule

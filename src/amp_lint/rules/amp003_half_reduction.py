@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from amp_lint.analysis.contractions import contraction, sequence_sum
-from amp_lint.analysis.frames import ExecutionContext
-from amp_lint.analysis.outline import positional_arguments
-from amp_lint.analysis.semantics import op_name_for_function
+from amp_lint.analysis.interpreter.frames import ExecutionContext
+from amp_lint.analysis.syntax.contractions import contraction, sequence_sum
+from amp_lint.analysis.syntax.outline import positional_arguments
+from amp_lint.analysis.values.semantics import op_name_for_function
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import upcast
 from amp_lint.rules.base import Report, Rule

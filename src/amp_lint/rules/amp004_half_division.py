@@ -7,9 +7,10 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from amp_lint.analysis.dtypes import DTypeKind
-from amp_lint.analysis.frames import ExecutionContext
-from amp_lint.analysis.outline import dotted_name, positional_arguments
+from amp_lint.analysis.interpreter.frames import ExecutionContext
+from amp_lint.analysis.syntax.outline import dotted_name, positional_arguments
+from amp_lint.analysis.syntax.tensor_op_calls import OpCall, op_call
+from amp_lint.analysis.values.dtypes import DTypeKind
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import upcast
 from amp_lint.rules.base import Report, Rule
@@ -20,7 +21,6 @@ from amp_lint.rules.common import (
     code,
     half_phrase,
 )
-from amp_lint.rules.tensor_op_calls import OpCall, op_call
 
 _DIVISIONS = frozenset(["div", "true_divide", "divide"])
 

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from amp_lint.analysis.frames import ExecutionContext
-from amp_lint.analysis.regions import AutocastRegion
+from amp_lint.analysis.interpreter.frames import ExecutionContext
+from amp_lint.analysis.regions.finder import AutocastRegion
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import call_in_fp32_island
 from amp_lint.rules.base import Report, Rule

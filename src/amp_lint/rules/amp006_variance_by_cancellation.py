@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from amp_lint.analysis.dtypes import DType, half
-from amp_lint.analysis.frames import ExecutionContext
+from amp_lint.analysis.interpreter.frames import ExecutionContext
+from amp_lint.analysis.syntax.moment_shapes import Moment, MomentShapes
+from amp_lint.analysis.values.dtypes import DType, half
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import brief, code
-from amp_lint.rules.moment_shapes import Moment, MomentShapes
 
 
 class VarianceByCancellation(Rule):

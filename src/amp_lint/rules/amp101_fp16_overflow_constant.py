@@ -9,10 +9,11 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from amp_lint.analysis.dtypes import DType, dtype_from_torch_name
-from amp_lint.analysis.frames import ExecutionContext
-from amp_lint.analysis.naming import name_words
-from amp_lint.analysis.outline import dotted_name
+from amp_lint.analysis.interpreter.frames import ExecutionContext
+from amp_lint.analysis.syntax.naming import name_words
+from amp_lint.analysis.syntax.outline import dotted_name
+from amp_lint.analysis.syntax.tensor_op_calls import OpCall, op_call
+from amp_lint.analysis.values.dtypes import DType, dtype_from_torch_name
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import finfo_limit, torch_name
 from amp_lint.rules.base import Report, Rule
@@ -27,7 +28,6 @@ from amp_lint.rules.common import (
     repeatable,
     report_at_origin,
 )
-from amp_lint.rules.tensor_op_calls import OpCall, op_call
 
 # The largest finite bfloat16. torch.finfo(torch.float32).max (3.4028e38) is above it.
 BFLOAT16_MAX = 3.3895313892515355e38

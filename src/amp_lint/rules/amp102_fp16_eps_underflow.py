@@ -7,9 +7,10 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from amp_lint.analysis import semantics
-from amp_lint.analysis.dtypes import DType, DTypeKind
-from amp_lint.analysis.frames import ExecutionContext
+from amp_lint.analysis.interpreter.frames import ExecutionContext
+from amp_lint.analysis.syntax.tensor_op_calls import OpCall, consumer, denominators, op_call
+from amp_lint.analysis.values import semantics
+from amp_lint.analysis.values.dtypes import DType, DTypeKind
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import upcast
 from amp_lint.rules.base import Report, Rule
@@ -20,7 +21,6 @@ from amp_lint.rules.common import (
     half_brief,
     half_phrase,
 )
-from amp_lint.rules.tensor_op_calls import OpCall, consumer, denominators, op_call
 
 _ADDS = frozenset(["add", "add_"])
 _CLAMPS = frozenset(["clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_min_"])

@@ -8,14 +8,14 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from amp_lint.analysis.dtypes import DType, promote
-from amp_lint.analysis.frames import ExecutionContext
-from amp_lint.analysis.optables import OpCategory, load_op_tables
+from amp_lint.analysis.interpreter.frames import ExecutionContext
+from amp_lint.analysis.values.dtype_mismatch import argument, c10_name, mismatched
+from amp_lint.analysis.values.dtypes import DType, promote
+from amp_lint.analysis.values.optables import OpCategory, load_op_tables
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import to_dtype_of
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import brief, code, quoted_error, repeatable, written_tensor
-from amp_lint.rules.dtype_mismatch import argument, c10_name, mismatched
 
 
 @dataclass(frozen=True)

@@ -9,16 +9,16 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from amp_lint.analysis.dtypes import DType, DTypeKind, dtype_from_torch_name
-from amp_lint.analysis.frames import ExecutionContext
-from amp_lint.analysis.literals import string_literal
-from amp_lint.analysis.names import dotted_name
-from amp_lint.analysis.outline import calls_in, positional_arguments, small_statements
+from amp_lint.analysis.interpreter.frames import ExecutionContext
+from amp_lint.analysis.syntax.names import dotted_name
+from amp_lint.analysis.syntax.outline import calls_in, positional_arguments, small_statements
+from amp_lint.analysis.values.dtype_mismatch import c10_name, half_against_float32
+from amp_lint.analysis.values.dtypes import DType, DTypeKind, dtype_from_torch_name
+from amp_lint.analysis.values.literals import string_literal
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import upcast
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import brief, code, quoted_error
-from amp_lint.rules.dtype_mismatch import c10_name, half_against_float32
 
 # The RuntimeError each op raises on CPU (torch 2.13) for a half input and float32 weights;
 # {h}/{f} are the c10 names of the first two mismatched operands in argument order,

@@ -8,14 +8,14 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from amp_lint.analysis.contractions import local_assignments, parse_equation
-from amp_lint.analysis.dtypes import FLOAT32, DTypeKind, dtype_from_torch_name
-from amp_lint.analysis.frames import ExecutionContext
-from amp_lint.analysis.literals import string_literal
-from amp_lint.analysis.naming import is_count_or_mask_name
-from amp_lint.analysis.outline import positional_arguments, statement_nodes
-from amp_lint.analysis.regions import AutocastRegion
-from amp_lint.analysis.semantics import NN_MODULE_OPS, op_name_for_function, op_result
+from amp_lint.analysis.interpreter.frames import ExecutionContext
+from amp_lint.analysis.regions.finder import AutocastRegion
+from amp_lint.analysis.syntax.contractions import local_assignments, parse_equation
+from amp_lint.analysis.syntax.naming import is_count_or_mask_name
+from amp_lint.analysis.syntax.outline import positional_arguments, statement_nodes
+from amp_lint.analysis.values.dtypes import FLOAT32, DTypeKind, dtype_from_torch_name
+from amp_lint.analysis.values.literals import string_literal
+from amp_lint.analysis.values.semantics import NN_MODULE_OPS, op_name_for_function, op_result
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import device_code_for_island, fp32_island, torch_name
 from amp_lint.rules.base import Report, Rule

@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from amp_lint.analysis.dtypes import DTypeKind
-from amp_lint.analysis.frames import ExecutionContext
-from amp_lint.analysis.optables import OpCategory, load_op_tables
-from amp_lint.analysis.outline import positional_arguments
-from amp_lint.analysis.regions import AutocastRegion
+from amp_lint.analysis.interpreter.frames import ExecutionContext
+from amp_lint.analysis.regions.finder import AutocastRegion
+from amp_lint.analysis.syntax.outline import positional_arguments
+from amp_lint.analysis.values.dtypes import DTypeKind
+from amp_lint.analysis.values.optables import OpCategory, load_op_tables
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import call_in_fp32_island, torch_name
 from amp_lint.rules.base import Report, Rule

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from amp_lint.analysis import semantics
-from amp_lint.analysis.dtypes import BFLOAT16, DType
-from amp_lint.analysis.frames import ExecutionContext
-from amp_lint.analysis.optables import OpCategory, load_op_tables
-from amp_lint.analysis.outline import positional_arguments
-from amp_lint.analysis.regions import AutocastRegion
+from amp_lint.analysis.interpreter.frames import ExecutionContext
+from amp_lint.analysis.regions.finder import AutocastRegion
+from amp_lint.analysis.syntax.outline import positional_arguments
+from amp_lint.analysis.values import semantics
+from amp_lint.analysis.values.dtypes import BFLOAT16, DType
+from amp_lint.analysis.values.optables import OpCategory, load_op_tables
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import device_code_for_island, fp32_island, torch_name, upcast
 from amp_lint.rules.base import Report, Rule

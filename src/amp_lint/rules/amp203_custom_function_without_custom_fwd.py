@@ -9,23 +9,23 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from amp_lint.analysis.calls import build_index
-from amp_lint.analysis.dtypes import DTypeKind
-from amp_lint.analysis.frames import ExecutionContext
-from amp_lint.analysis.literals import string_literal
-from amp_lint.analysis.module import ModuleFacts
-from amp_lint.analysis.names import ModuleNames
-from amp_lint.analysis.regions import AutocastRegion
-from amp_lint.findings import Edit, Fix, FixSafety
-from amp_lint.fixes.amp_api import torch_spelling
-from amp_lint.rules.applied_functions import AppliedFunctions, FunctionClass
-from amp_lint.rules.autograd_functions import (
+from amp_lint.analysis.autograd.applied_functions import AppliedFunctions, FunctionClass
+from amp_lint.analysis.autograd.functions import (
     bound_arguments,
     cast_parameters,
     computes_indices,
     converts_dtypes,
     too_few_arguments,
 )
+from amp_lint.analysis.interpreter.frames import ExecutionContext
+from amp_lint.analysis.regions.finder import AutocastRegion
+from amp_lint.analysis.syntax.calls import build_index
+from amp_lint.analysis.syntax.module import ModuleFacts
+from amp_lint.analysis.syntax.names import ModuleNames
+from amp_lint.analysis.values.dtypes import DTypeKind
+from amp_lint.analysis.values.literals import string_literal
+from amp_lint.findings import Edit, Fix, FixSafety
+from amp_lint.fixes.amp_api import torch_spelling
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import brief, code
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from amp_lint.analysis.dtypes import DType, DTypeKind
-from amp_lint.analysis.frames import ExecutionContext
-from amp_lint.analysis.outline import positional_arguments, source_text
+from amp_lint.analysis.interpreter.frames import ExecutionContext
+from amp_lint.analysis.syntax.outline import positional_arguments, source_text
+from amp_lint.analysis.values.dtypes import DType, DTypeKind
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import brief
 

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from amp_lint.analysis.module import ModuleFacts
-from amp_lint.analysis.outline import positional_arguments
-from amp_lint.analysis.scaler_flow import ScalerFlow, ScalerHazard, function_key, scaler_flow
-from amp_lint.analysis.scaler_names import SCALER_VOCABULARY
+from amp_lint.analysis.scaler.flow import ScalerFlow, ScalerHazard, function_key, scaler_flow
+from amp_lint.analysis.scaler.names import SCALER_VOCABULARY
+from amp_lint.analysis.syntax.module import ModuleFacts
+from amp_lint.analysis.syntax.outline import positional_arguments
 from amp_lint.findings import Fix, FixSafety
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import brief, code

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from amp_lint.analysis.module import ModuleFacts
-from amp_lint.analysis.scaler_flow import ScalerHazard, module_updates, scaler_flow
-from amp_lint.analysis.scaler_names import SCALER_VOCABULARY
+from amp_lint.analysis.scaler.flow import ScalerHazard, module_updates, scaler_flow
+from amp_lint.analysis.scaler.names import SCALER_VOCABULARY
+from amp_lint.analysis.syntax.module import ModuleFacts
 from amp_lint.findings import Fix, FixSafety
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import brief, code, quoted_error

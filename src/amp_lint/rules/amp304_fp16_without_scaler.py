@@ -6,16 +6,16 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from amp_lint.analysis.autograd_graph import fp16_graph
-from amp_lint.analysis.frames import ExecutionContext
-from amp_lint.analysis.module import ModuleFacts
-from amp_lint.analysis.training_setup import (
+from amp_lint.analysis.autograd.graph import fp16_graph
+from amp_lint.analysis.interpreter.frames import ExecutionContext
+from amp_lint.analysis.syntax.module import ModuleFacts
+from amp_lint.analysis.training.training_setup import (
     Scope,
     backpropagated_tensor,
     snippet,
     training_setup,
 )
-from amp_lint.analysis.values import Fp16Graph
+from amp_lint.analysis.values.value import Fp16Graph
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import brief
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from amp_lint.analysis.half_training import HalfTraining, half_trainings
-from amp_lint.analysis.module import ModuleFacts
-from amp_lint.analysis.scaler_names import SCALER_VOCABULARY
-from amp_lint.analysis.training_setup import ADAM_DEFAULT_EPS, snippet
+from amp_lint.analysis.scaler.names import SCALER_VOCABULARY
+from amp_lint.analysis.syntax.module import ModuleFacts
+from amp_lint.analysis.training.half_training import HalfTraining, half_trainings
+from amp_lint.analysis.training.training_setup import ADAM_DEFAULT_EPS, snippet
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import brief
 

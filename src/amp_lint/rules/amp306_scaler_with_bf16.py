@@ -6,11 +6,10 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16
-from amp_lint.analysis.module import ModuleFacts
-from amp_lint.analysis.precision_branches import bfloat16_only_calls
-from amp_lint.analysis.scaler_names import SCALER_VOCABULARY
-from amp_lint.analysis.training_setup import (
+from amp_lint.analysis.regions.precision_branches import bfloat16_only_calls
+from amp_lint.analysis.scaler.names import SCALER_VOCABULARY
+from amp_lint.analysis.syntax.module import ModuleFacts
+from amp_lint.analysis.training.training_setup import (
     ScalerCall,
     TrainingSetup,
     half_casts,
@@ -18,6 +17,7 @@ from amp_lint.analysis.training_setup import (
     snippet,
     training_setup,
 )
+from amp_lint.analysis.values.dtypes import BFLOAT16, FLOAT16
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.rules.base import Report, Rule
 

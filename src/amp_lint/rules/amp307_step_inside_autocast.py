@@ -9,31 +9,31 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from amp_lint.analysis.calls import ModuleIndex, build_index
-from amp_lint.analysis.module import ModuleFacts
-from amp_lint.analysis.names import ModuleNames, dotted_name
-from amp_lint.analysis.outline import (
+from amp_lint.analysis.regions.finder import (
+    AccelerateSettings,
+    AutocastRegion,
+    accelerate_settings,
+    region_from_call,
+)
+from amp_lint.analysis.syntax.calls import ModuleIndex, build_index
+from amp_lint.analysis.syntax.module import ModuleFacts
+from amp_lint.analysis.syntax.names import ModuleNames, dotted_name
+from amp_lint.analysis.syntax.outline import (
     calls_in,
     positional_arguments,
     small_statements,
     statement_expressions,
     walk_statements,
 )
-from amp_lint.analysis.regions import (
-    AccelerateSettings,
-    AutocastRegion,
-    accelerate_settings,
-    region_from_call,
-)
-from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import brief, code
-from amp_lint.rules.parameter_collections import (
+from amp_lint.analysis.training.parameter_collections import (
     ParameterScope,
     body_of,
     child_blocks,
     function_scope,
     parameter_scopes,
 )
+from amp_lint.rules.base import Report, Rule
+from amp_lint.rules.common import brief, code
 
 _BUILTINS = frozenset(dir(builtins))
 # In-place tensor methods that rewrite a parameter.

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from amp_lint.analysis.dtypes import BFLOAT16, FLOAT16
-from amp_lint.analysis.half_training import HalfTraining, half_trainings
-from amp_lint.analysis.module import ModuleFacts
-from amp_lint.analysis.training_setup import snippet
+from amp_lint.analysis.syntax.module import ModuleFacts
+from amp_lint.analysis.training.half_training import HalfTraining, half_trainings
+from amp_lint.analysis.training.training_setup import snippet
+from amp_lint.analysis.values.dtypes import BFLOAT16, FLOAT16
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import brief
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from amp_lint.analysis.fsdp_imported_policy import imported_policies
-from amp_lint.analysis.fsdp_precision import (
+from amp_lint.analysis.syntax.module import ModuleFacts
+from amp_lint.analysis.training.fsdp_imported_policy import imported_policies
+from amp_lint.analysis.training.fsdp_precision import (
     FSDP1,
     FsdpPrecision,
     Policy,
@@ -14,9 +15,8 @@ from amp_lint.analysis.fsdp_precision import (
     Wrap,
     fsdp_precision,
 )
-from amp_lint.analysis.fsdp_training import trained_wraps
-from amp_lint.analysis.module import ModuleFacts
-from amp_lint.analysis.training_setup import snippet
+from amp_lint.analysis.training.fsdp_training import trained_wraps
+from amp_lint.analysis.training.training_setup import snippet
 from amp_lint.rules.base import Report, Rule
 
 UNSCALE_ERROR = "ValueError: Attempting to unscale FP16 gradients."

@@ -6,13 +6,13 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from amp_lint.analysis.autocast_region import AutocastRegion
-from amp_lint.analysis.module import ModuleFacts
-from amp_lint.analysis.outline import positional_arguments
-from amp_lint.analysis.regions import GRAD_SCALERS
-from amp_lint.analysis.scaler_autocast import ScaledWithoutAutocast, scaled_without_autocast
-from amp_lint.analysis.scaler_names import SCALER_VOCABULARY
-from amp_lint.analysis.training_setup import snippet
+from amp_lint.analysis.regions.finder import GRAD_SCALERS
+from amp_lint.analysis.regions.region import AutocastRegion
+from amp_lint.analysis.scaler.autocast import ScaledWithoutAutocast, scaled_without_autocast
+from amp_lint.analysis.scaler.names import SCALER_VOCABULARY
+from amp_lint.analysis.syntax.module import ModuleFacts
+from amp_lint.analysis.syntax.outline import positional_arguments
+from amp_lint.analysis.training.training_setup import snippet
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import brief, code
 

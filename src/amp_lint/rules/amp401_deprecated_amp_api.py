@@ -12,10 +12,10 @@ from collections.abc import Container, Iterator
 
 import libcst as cst
 
-from amp_lint.analysis.compat import fallback_nodes
-from amp_lint.analysis.imports import imported_names
-from amp_lint.analysis.module import ModuleFacts
-from amp_lint.analysis.names import ModuleNames
+from amp_lint.analysis.project.imports import imported_names
+from amp_lint.analysis.regions.compat import fallback_nodes
+from amp_lint.analysis.syntax.module import ModuleFacts
+from amp_lint.analysis.syntax.names import ModuleNames
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.amp_api import (
     binding_import,
@@ -36,7 +36,7 @@ from amp_lint.rules.deprecated_amp_apis import (
 )
 from amp_lint.rules.deprecated_amp_imports import head as _head
 from amp_lint.rules.deprecated_amp_imports import import_report
-from amp_lint.torch_version import TorchVersion, format_torch_version
+from amp_lint.settings.torch_version import TorchVersion, format_torch_version
 
 
 class DeprecatedAmpApi(Rule):

@@ -7,12 +7,16 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from amp_lint.analysis.module import ModuleFacts
-from amp_lint.analysis.optables import OpTables, load_op_tables
-from amp_lint.analysis.regions import accelerate_settings, grad_scaler_device, region_from_call
-from amp_lint.analysis.scaler_names import all_calls
+from amp_lint.analysis.regions.finder import (
+    accelerate_settings,
+    grad_scaler_device,
+    region_from_call,
+)
+from amp_lint.analysis.scaler.names import all_calls
+from amp_lint.analysis.syntax.module import ModuleFacts
+from amp_lint.analysis.values.optables import OpTables, load_op_tables
 from amp_lint.rules.base import Report, Rule
-from amp_lint.torch_version import TorchVersion, format_torch_version
+from amp_lint.settings.torch_version import TorchVersion, format_torch_version
 
 _NO_MPS_AUTOCAST = "\"User specified an unsupported autocast device_type 'mps'\""
 _MPS_DTYPE_DISABLED = (

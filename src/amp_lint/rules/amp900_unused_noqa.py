@@ -8,7 +8,7 @@ suppressions.unused_noqa). This class carries its code, name and documentation.
 from __future__ import annotations
 
 from amp_lint.rules.base import Rule
-from amp_lint.suppressions import UNUSED_NOQA_CODE, UNUSED_NOQA_NAME
+from amp_lint.suppressions.comments import UNUSED_NOQA_CODE, UNUSED_NOQA_NAME
 
 
 class UnusedNoqa(Rule):

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, ClassVar
 
 import libcst as cst
 
-from amp_lint.analysis.values import Origin
+from amp_lint.analysis.values.value import Origin
 from amp_lint.findings import Fix
 
 if TYPE_CHECKING:
-    from amp_lint.analysis.interpreter import ExecutionContext
-    from amp_lint.analysis.module import ModuleFacts
+    from amp_lint.analysis.interpreter.interpreter import ExecutionContext
+    from amp_lint.analysis.syntax.module import ModuleFacts
 
 _REGISTRY: dict[str, type[Rule]] = {}
 

@@ -6,11 +6,11 @@ import math
 
 import libcst as cst
 
-from amp_lint.analysis.dtypes import DType
-from amp_lint.analysis.frames import ExecutionContext
-from amp_lint.analysis.names import dotted_name
-from amp_lint.analysis.outline import source_text
-from amp_lint.analysis.values import Origin
+from amp_lint.analysis.interpreter.frames import ExecutionContext
+from amp_lint.analysis.syntax.names import dotted_name
+from amp_lint.analysis.syntax.outline import source_text
+from amp_lint.analysis.values.dtypes import DType
+from amp_lint.analysis.values.value import Origin
 from amp_lint.rules.base import Report
 
 FLOAT16_MAX = 65504.0

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from amp_lint.analysis.names import ModuleNames
-from amp_lint.analysis.outline import child_nodes, own_small_statements, walk_statements
-from amp_lint.torch_version import TorchVersion, format_torch_version
+from amp_lint.analysis.syntax.names import ModuleNames
+from amp_lint.analysis.syntax.outline import child_nodes, own_small_statements, walk_statements
+from amp_lint.settings.torch_version import TorchVersion, format_torch_version
 
 # The first torch release with each replacement, and the one where the old names started to
 # warn. Evidence, from PyTorch's own sources, is on AMP401's page (`DeprecatedAmpApi.fix_safety`).

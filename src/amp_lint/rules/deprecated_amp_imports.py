@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Container, Sequence
 
-from amp_lint.analysis.names import dotted_name
-from amp_lint.analysis.training_setup import snippet
+from amp_lint.analysis.syntax.names import dotted_name
+from amp_lint.analysis.training.training_setup import snippet
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.rules.base import Report
 from amp_lint.rules.deprecated_amp_apis import (
@@ -23,7 +23,7 @@ from amp_lint.rules.deprecated_amp_apis import (
     DeprecatedApi,
     DeprecatedImport,
 )
-from amp_lint.torch_version import TorchVersion, format_torch_version
+from amp_lint.settings.torch_version import TorchVersion, format_torch_version
 
 
 def head(use: ApiUse) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from amp_lint.analysis.module import ModuleFacts
-from amp_lint.analysis.scaler_flow import ScalerHazard
+from amp_lint.analysis.scaler.flow import ScalerHazard
+from amp_lint.analysis.syntax.module import ModuleFacts
 from amp_lint.findings import Edit
 
 RUNTIME_ERROR = "RuntimeError: step() has already been called since the last update()."

@@ -1,0 +1,1 @@
+"""Custom autograd Functions and the autograd graph under autocast."""

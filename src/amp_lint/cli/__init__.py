@@ -1,0 +1,1 @@
+"""The `amp-lint` command: subcommands, options, what `check` prints."""

@@ -1,0 +1,241 @@
+"""Which `[tool.amp-lint]` settings apply to each linted file, as ruff decides it.
+
+The settings of a file are those of the nearest `pyproject.toml` with a `[tool.amp-lint]`
+table at or above the file (not the current directory), so `amp-lint proj` and
+`cd proj && amp-lint .` lint alike, and a nested project keeps its own settings.
+`--config FILE` names the settings for every file instead. With no config at all, the
+defaults apply, rooted at the current directory. Command-line flags (`--select`,
+`--assume-autocast`, ...) are applied on top of each file's settings.
+
+Files whose settings differ are linted as separate projects, one per config file
+(warm_run.py): the project's root is the config's directory, its globs resolve against it,
+its analysis settings apply to all of its files, and its result is cached under its own key.
+Calls from one such project into another are therefore not followed: a nested
+`pyproject.toml` marks a separate project, as it does for ruff, and one file analysed under two
+sets of analysis settings would have no single answer.
+
+A config file that cannot be read, or holds a bad key, is reported once (naming the file and
+key), and the files it governs are not linted; the others are.
+
+Lookups are memoized per directory, so a tree of thousands of files costs one `stat` per
+directory and one read per config file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from amp_lint.analysis.values.optables import (
+    op_tables_for_release,
+    table_release_for,
+    tabulated_releases,
+)
+from amp_lint.settings.config import (
+    PYPROJECT,
+    Config,
+    ConfigError,
+    load_config,
+    read_amp_lint_table,
+)
+from amp_lint.settings.torch_version import TorchVersion
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The settings of one directory and where they come from."""
+
+    config: Config
+    source: Path | None  # the config file; None: the defaults
+    error: str | None = None  # why `source` could not be used; its files are not linted
+
+
+class ConfigResolver:
+    """The settings that apply in each directory (called with a directory, it gives them)."""
+
+    def __init__(
+        self,
+        cwd: Path,
+        *,
+        config_file: Path | None = None,
+        load: Callable[[Path | None], Config] | None = None,
+    ) -> None:
+        """`load` gives the settings of a config file, or the defaults for None, with the
+        command line's flags applied (config.load_config). Raises ConfigError if
+        `config_file` is given and unusable: it governs every file."""
+        self.cwd = Path(os.path.abspath(cwd))
+        self.load = load or self._load_plain
+        self._fixed: Resolved | None = None
+        if config_file is not None:
+            self._fixed = Resolved(self.load(config_file), Path(os.path.abspath(config_file)))
+        self._nearest: dict[Path, Path | None] = {}
+        # Each pyproject.toml looked at: its table (None: it has none) or why it is unusable.
+        self._tables: dict[Path, dict[str, object] | ConfigError | None] = {}
+        self._loaded: dict[Path | None, Resolved] = {}
+
+    @classmethod
+    def fixed(cls, config: Config, source: Path | None = None) -> ConfigResolver:
+        """A resolver giving `config` for every directory."""
+        resolver = cls(Path(config.root))
+        resolver._fixed = Resolved(config, source)
+        return resolver
+
+    def __call__(self, directory: Path) -> Config:
+        return self.resolve(directory).config
+
+    def resolve(self, directory: Path) -> Resolved:
+        """The settings for files in `directory`."""
+        if self._fixed is not None:
+            return self._fixed
+        source = self._nearest_config(Path(os.path.abspath(directory)))
+        if source not in self._loaded:
+            self._loaded[source] = self._load(source)
+        return self._loaded[source]
+
+    def resolve_file(self, path: Path) -> Resolved:
+        return self.resolve(Path(os.path.abspath(path)).parent)
+
+    def _nearest_config(self, directory: Path) -> Path | None:
+        """The nearest pyproject.toml with `[tool.amp-lint]` at or above `directory`; every
+        directory passed on the way up is memoized with the answer."""
+        passed = []
+        found: Path | None = None
+        for candidate_dir in (directory, *directory.parents):
+            if candidate_dir in self._nearest:
+                found = self._nearest[candidate_dir]
+                break
+            passed.append(candidate_dir)
+            candidate = candidate_dir / PYPROJECT
+            if self._has_table(candidate):
+                found = candidate
+                break
+        for passed_dir in passed:
+            self._nearest[passed_dir] = found
+        return found
+
+    def _has_table(self, candidate: Path) -> bool:
+        """Whether the file exists and has the table. One that cannot be read or parsed counts
+        as having it: its error is reported, instead of the file being passed over."""
+        try:
+            if not candidate.is_file():
+                return False
+        except OSError:  # a directory above that this user cannot search
+            return False
+        try:
+            self._tables[candidate] = read_amp_lint_table(candidate)
+        except ConfigError as error:
+            self._tables[candidate] = error
+        return self._tables[candidate] is not None
+
+    def _load_plain(self, source: Path | None) -> Config:
+        return load_config(self.cwd, config_file=source, discover=False)
+
+    def _load(self, source: Path | None) -> Resolved:
+        if source is None:
+            return Resolved(self.load(None), None)
+        table = self._tables[source]
+        try:
+            if isinstance(table, ConfigError):
+                raise table
+            return Resolved(self.load(source), source)
+        except ConfigError as error:
+            # Its files are not linted; this only serves the walk's excludes below it.
+            return Resolved(Config(root=str(source.parent)), source, str(error))
+
+    def configs_seen(self) -> list[Resolved]:
+        """Every settings looked up so far, in the order first looked up."""
+        return [self._fixed] if self._fixed is not None else list(self._loaded.values())
+
+
+def describe(resolved: Resolved) -> str:
+    """Where settings come from, for messages: the config file, or the defaults."""
+    if resolved.source is None:
+        return "defaults (no pyproject.toml with [tool.amp-lint])"
+    return str(resolved.source)
+
+
+# `[tool.amp-lint]` keys and the Config fields they set, in the order --show-settings prints.
+_SHOWN_KEYS = (
+    ("select", "select"),
+    ("ignore", "ignore"),
+    ("per-file-ignores", "per_file_ignores"),
+    ("exclude", "exclude"),
+    ("fp32-only-callables", "fp32_only_callables"),
+    ("autocast-functions", "autocast_functions"),
+    ("forward-under-autocast", "forward_under_autocast"),
+    ("assume-autocast", "assume_autocast"),
+    ("assume-device", "assume_device"),
+    ("lightning-precision", "lightning_precision"),
+    ("transformers-trainer-precision", "transformers_trainer_precision"),
+    ("cache-dir", "cache_dir"),
+)
+
+
+def show_settings(target: str, resolved: Resolved) -> str:
+    """The resolved settings, TOML-like, as `ruff check --show-settings` prints them."""
+    lines = [
+        f"Resolved settings for: {target}",
+        f"Settings path: {describe(resolved)}",
+        f"root = {_toml(resolved.config.root)}",
+    ]
+    for key, field_name in _SHOWN_KEYS:
+        value = getattr(resolved.config, field_name)
+        lines.append(f"{key} = {'{}' if key == 'per-file-ignores' and not value else _toml(value)}")
+    config = resolved.config
+    if config.torch_version is not None:
+        version = ".".join(str(part) for part in config.torch_version)
+        lines.append(f'torch-version = "{version}"  # from {config.torch_version_source}')
+    else:
+        lines.append("torch-version = (not set: the newest torch)")
+    lines.append(_op_table_line(config.torch_version))
+    return "\n".join(lines) + "\n"
+
+
+def _op_table_line(target: TorchVersion | None) -> str:
+    """Which release's autocast op table the analysis reads for `target`."""
+    table = op_tables_for_release(table_release_for(target))
+    releases = tabulated_releases()
+    span = f"tables {releases[0][0]}.{releases[0][1]} to {releases[-1][0]}.{releases[-1][1]}"
+    if target is not None and tuple(target[:2]) < releases[0]:
+        why = f"older than every table ({span}): the oldest is used"
+    elif target is not None and tuple(target[:2]) not in releases:
+        why = f"no table of its own ({span}): the nearest older one is used"
+    else:
+        why = span
+    return f'autocast-op-table = "torch {table.torch_version}"  # {why}'
+
+
+def _toml(value: object) -> str:
+    if value is None:
+        return "(not set)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, tuple) and value and all(isinstance(item, tuple) for item in value):
+        pairs = ", ".join(f"{_toml(pattern)} = {_toml(codes)}" for pattern, codes in value)
+        return "{ " + pairs + " }"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_toml(item) for item in value) + "]"
+    return str(value)
+
+
+@dataclass
+class FileGroup:
+    """Files under one settings, linted together as one project."""
+
+    resolved: Resolved
+    files: list[Path]
+
+
+def group_files(files: Iterable[Path], resolver: ConfigResolver) -> list[FileGroup]:
+    """The files by the settings that apply to them, groups in order of their first file,
+    files in their order."""
+    groups: dict[Path | None, FileGroup] = {}
+    for path in files:
+        resolved = resolver.resolve_file(path)
+        group = groups.setdefault(resolved.source, FileGroup(resolved, []))
+        group.files.append(path)
+    return list(groups.values())

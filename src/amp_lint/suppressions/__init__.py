@@ -1,0 +1,1 @@
+"""Suppression comments (noqa), which of them suppressed nothing, and adding them."""
