@@ -93,7 +93,7 @@ def instrument(timers: Timers) -> None:
     timers.wrap(engine, "collect_names", "names and metadata", nothing)
     timers.wrap(engine.ProjectLoader, "_load", "load imported module", lambda self, path: path)
     timers.wrap(interpreter.Interpreter, "run", "interpret", lambda self, *a, **k: self.facts.path)
-    timers.wrap(engine, "_to_findings", "findings and positions", nothing)
+    timers.wrap(engine, "to_findings", "findings and positions", nothing)
     timers.wrap(interpreter.Interpreter, "__init__", "interpreter setup", nothing)
     timers.wrap(runner, "process_job", "other per-file work", lambda job, config: job.path)
     for rule_class in all_rules():

@@ -20,6 +20,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from unittest import mock
 
 AMP_LINT = Path(sys.executable).parent / "amp-lint"
 
@@ -72,8 +73,17 @@ def flake8_process(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def _in_process(
     main: Callable[[list[str]], int | None], argv: list[str], cwd: Path, stdin: bytes | None
 ) -> subprocess.CompletedProcess[bytes]:
+    from amp_lint.run import runner
+    from amp_lint.run.cache import ResultCache
+
+    # What a new process starts without: the caches it has considered pruning (once each
+    # per process).
+    ResultCache._considered.clear()
     out, err = io.BytesIO(), io.BytesIO()
-    with _process_state(argv, cwd, stdin or b"", out, err):
+    # Serial: forking a process pool from a test worker (which has threads of its own) can
+    # crash the children; the tests of parallel runs use the real command.
+    serial = mock.patch.object(runner, "PARALLEL_THRESHOLD", sys.maxsize)
+    with serial, _process_state(argv, cwd, stdin or b"", out, err):
         try:
             status = main(argv[1:])
         except SystemExit as exit_request:

@@ -26,7 +26,7 @@ try:
 except ImportError:  # torch and pytest only, as on the GPU machines
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from amp_lint.verify import claim_programs, claims  # noqa: E402
+from amp_lint.verify import claim_extension, claims  # noqa: E402
 from amp_lint.verify.outcomes import Expectation, Outcome  # noqa: E402
 
 DTYPES = ("float16", "bfloat16")
@@ -214,7 +214,7 @@ def test_the_extension_builds_where_a_compiler_is() -> None:
         cpp_extension.verify_ninja_availability()
     except RuntimeError:
         pytest.skip("ninja is not installed")
-    assert claim_programs.extension_missing("cpu") == ""
+    assert claim_extension.extension_missing("cpu") == ""
 
 
 def test_claims_are_well_formed() -> None:
@@ -238,8 +238,8 @@ def test_missing_ninja_is_reported_as_not_run(monkeypatch: pytest.MonkeyPatch) -
     def no_ninja() -> None:
         raise RuntimeError("Ninja is required to load C++ extensions")
 
-    monkeypatch.setattr(claim_programs, "_built", {})
-    monkeypatch.setattr(claim_programs.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(claim_extension, "_built", {})
+    monkeypatch.setattr(claim_extension.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(cpp_extension, "verify_ninja_availability", no_ninja)
     experiment = _experiment("extension-float-only")
     outcomes = claims.run_experiment(experiment, "cpu", list(DTYPES))
@@ -252,8 +252,8 @@ def test_a_failed_build_is_reported_as_not_run(monkeypatch: pytest.MonkeyPatch) 
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("Error building extension 'amp_lint_claims_cpu'\nmore output")
 
-    monkeypatch.setattr(claim_programs, "_built", {})
-    monkeypatch.setattr(claim_programs.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(claim_extension, "_built", {})
+    monkeypatch.setattr(claim_extension.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(cpp_extension, "verify_ninja_availability", lambda: None)
     monkeypatch.setattr(cpp_extension, "load_inline", broken)
     [outcome] = claims.run_experiment(_experiment("extension-custom-fwd"), "cpu", ["float16"])

@@ -196,7 +196,7 @@ def test_statistics(project: Path) -> None:
 def test_many_files_in_parallel_are_sorted(tmp_path: Path) -> None:
     for number in range(20):
         write(tmp_path, f"pkg/m{number:02d}.py", DEPRECATED)
-    result = amp_lint(tmp_path, "check", "pkg")
+    result = amp_lint_process(tmp_path, "check", "pkg")  # the process pool: a real process
     assert result.returncode == 1
     assert positions(result) == [f"pkg/m{n:02d}.py:3:6: AMP401" for n in range(20)]
 

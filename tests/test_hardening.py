@@ -121,7 +121,8 @@ def test_a_worker_that_dies_costs_only_its_own_file(tmp_path: Path) -> None:
     (tmp_path / "crash.py").write_text(GOOD)
     script = """
 import os, signal, sys
-from amp_lint import cli, runner
+from amp_lint.cli import main as cli
+from amp_lint.run import runner
 original = runner.process_job
 def process_job(job, config):
     if job.path.endswith("crash.py"):

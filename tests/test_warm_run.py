@@ -64,8 +64,9 @@ def run(
     return result, json.loads(opened)
 
 
-def age(project: Path, seconds: float = 60.0) -> None:
-    """Files last modified a minute ago: outside the window in which a stat is not trusted."""
+def age(project: Path, seconds: float = 86_400.0) -> None:
+    """Files last modified a day ago: far outside the window (2 s) in which a stat is not
+    trusted, so no run is slow enough to reach it. Negative: a day in the future."""
     past = time.time() - seconds
     for path in project.rglob("*.py"):
         os.utime(path, (past, past))
@@ -113,7 +114,10 @@ def test_recently_modified_files_are_read_until_their_stat_can_be_trusted(
     tmp_path: Path,
 ) -> None:
     project = copy(tmp_path)
-    (project / "models" / "masking.py").touch()  # modified just now
+    # Modified "just now" as the run sees it, however long the runs below take: an mtime a
+    # day ahead of the clock is inside the window in which a stat is not trusted for the
+    # whole test (a `touch` was, only while the runs took under 2 s: they did not under load).
+    age(project / "models", seconds=-86_400.0)
     run(project, tmp_path / "c")
     _, opened = run(project, tmp_path / "c")
     assert opened == ["models/masking.py"]  # same bytes, so the remembered run is used

@@ -14,7 +14,8 @@ from pathlib import Path
 from amp_lint.cli.reporting import EXIT_CLEAN, EXIT_ERROR, Reporter
 from amp_lint.run.cache import DEFAULT_DIRECTORY, MARKER, is_amp_lint_cache, remove_cache
 from amp_lint.run.project_cache import default_cache_directory
-from amp_lint.settings.config import ConfigError, load_config
+from amp_lint.settings.config import load_config
+from amp_lint.settings.errors import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

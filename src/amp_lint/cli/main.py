@@ -40,7 +40,8 @@ from amp_lint.run.project_cache import cache_directory
 from amp_lint.run.project_run import RunOptions
 from amp_lint.run.runner import Job, Outcome, run_jobs, write_fixes
 from amp_lint.run.warm_run import lint_paths
-from amp_lint.settings.config import CHOICES, Config, ConfigError
+from amp_lint.settings.config import CHOICES, Config
+from amp_lint.settings.errors import ConfigError
 from amp_lint.sources.files import has_amp_vocabulary
 from amp_lint.sources.notebook_run import lint_notebook_input
 from amp_lint.sources.notebooks import is_notebook

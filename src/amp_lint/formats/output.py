@@ -10,7 +10,8 @@ from pathlib import Path
 
 from amp_lint.formats import ALIASES, OUTPUT_FORMATS, TEXT_EDIT_FORMATS, canonical_format
 from amp_lint.formats.listing import Listing
-from amp_lint.settings.config import Config, ConfigError
+from amp_lint.settings.config import Config
+from amp_lint.settings.errors import ConfigError
 
 # Format -> (module in amp_lint.formats, its function), imported only when asked for: a
 # pre-commit run prints the concise format and should not pay for XML or SARIF.

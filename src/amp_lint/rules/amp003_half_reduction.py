@@ -7,8 +7,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from amp_lint.analysis.interpreter.frames import ExecutionContext
-from amp_lint.analysis.syntax.contractions import contraction, sequence_sum
+from amp_lint.analysis.syntax.contractions import contraction
 from amp_lint.analysis.syntax.outline import positional_arguments
+from amp_lint.analysis.syntax.sequence_sums import sequence_sum
 from amp_lint.analysis.values.semantics import op_name_for_function
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import upcast

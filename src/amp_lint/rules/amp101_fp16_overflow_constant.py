@@ -3,9 +3,7 @@ range on half-precision tensors."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import libcst as cst
 
@@ -13,12 +11,18 @@ from amp_lint.analysis.interpreter.frames import ExecutionContext
 from amp_lint.analysis.syntax.naming import name_words
 from amp_lint.analysis.syntax.outline import dotted_name
 from amp_lint.analysis.syntax.tensor_op_calls import OpCall, op_call
-from amp_lint.analysis.values.dtypes import DType, dtype_from_torch_name
+from amp_lint.analysis.values.half_overflow import (
+    CHECKED_FILLS,
+    CLAMPS,
+    FILL_WORDS,
+    Overflow,
+    constant_overflow,
+    dtype_argument,
+)
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import finfo_limit, torch_name
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import (
-    FLOAT16_MAX,
     brief,
     code,
     half_phrase,
@@ -29,68 +33,7 @@ from amp_lint.rules.common import (
     report_at_origin,
 )
 
-# The largest finite bfloat16. torch.finfo(torch.float32).max (3.4028e38) is above it.
-BFLOAT16_MAX = 3.3895313892515355e38
-
-# Ops whose fill value PyTorch converts with an overflow check, on CPU and CUDA alike:
-# op -> (position of the value after the tensor, keyword).
-_CHECKED_FILLS: dict[str, tuple[int, str]] = {
-    "masked_fill": (1, "value"),
-    "masked_fill_": (1, "value"),
-    "fill_": (0, "value"),
-    "index_fill": (2, "value"),
-    "index_fill_": (2, "value"),
-    "threshold": (1, "value"),
-    "threshold_": (1, "value"),
-    "full_like": (0, "fill_value"),
-    "new_full": (1, "fill_value"),
-}
-# Clamps: op -> the bounds it takes, (position, keyword) each.
-_CLAMPS: dict[str, tuple[tuple[int, str], ...]] = {
-    "clamp": ((0, "min"), (1, "max")),
-    "clamp_": ((0, "min"), (1, "max")),
-    "clip": ((0, "min"), (1, "max")),
-    "clip_": ((0, "min"), (1, "max")),
-    "clamp_min": ((0, "min"),),
-    "clamp_min_": ((0, "min"),),
-    "clamp_max": ((0, "max"),),
-    "clamp_max_": ((0, "max"),),
-}
-_OPS = frozenset([*_CHECKED_FILLS, *_CLAMPS, "full", "where"])
-
-
-@dataclass(frozen=True)
-class _Overflow:
-    constant: float
-    dtype: DType
-    is_float16: bool  # the limit broken is float16's (else bfloat16's)
-
-    @property
-    def type_name(self) -> str:
-        return "c10::Half" if self.is_float16 else "c10::BFloat16"
-
-    @property
-    def range_text(self) -> str:
-        if self.is_float16:
-            return "outside the float16 range (±65504)"
-        return "outside the bfloat16 range (±3.39e38)"
-
-    @property
-    def error(self) -> str:
-        return f'"value cannot be converted to type {self.type_name} without overflow"'
-
-    @property
-    def brief_error(self) -> str:
-        """`error` shortened for summaries, keeping the part that names the dtype."""
-        return f'"...{self.type_name} without overflow"'
-
-    @property
-    def precision(self) -> str:
-        return "float16" if self.is_float16 else "bfloat16"
-
-    @property
-    def limit(self) -> str:
-        return "min" if self.constant < 0 else "max"
+_OPS = frozenset([*CHECKED_FILLS, *CLAMPS, "full", "where"])
 
 
 class Fp16OverflowConstant(Rule):
@@ -164,7 +107,7 @@ uses the constant otherwise gives a false report there."""
             return
         if call.op == "where":
             yield from self._where(call, ctx)
-        elif call.op in _CLAMPS:
+        elif call.op in CLAMPS:
             yield from self._clamp(call, ctx)
         else:
             report = self._fill(call, ctx)
@@ -180,17 +123,17 @@ uses the constant otherwise gives a false report there."""
             value = call.argument(0, "fill_value")  # after the size
             reference = None
         else:
-            position, keyword = _CHECKED_FILLS[call.op]
+            position, keyword = CHECKED_FILLS[call.op]
             value = call.argument(position, keyword)
             reference = call.tensor
         dtype_expr = call.keywords.get("dtype")
         if dtype_expr is not None:
-            dtype = self._dtype_of(dtype_expr, ctx)
+            dtype = dtype_argument(dtype_expr, ctx)
         elif reference is not None:
             dtype = ctx.dtype(reference)
         else:
             return None
-        overflow = _overflow(value, dtype, ctx)
+        overflow = constant_overflow(value, dtype, ctx)
         if value is None or overflow is None:
             return None
         origin = passed_in(value, ctx)
@@ -218,15 +161,6 @@ uses the constant otherwise gives a false report there."""
         fix = _fix(value, reference, dtype_expr, overflow, ctx)
         return Report(call.call, message, fix, summary=summary)
 
-    def _dtype_of(self, node: cst.BaseExpression, ctx: ExecutionContext) -> DType:
-        """The dtype a `dtype=` argument names: `torch.float16`, or `x.dtype`."""
-        explicit = dtype_from_torch_name(ctx.qualified_name(node))
-        if explicit is not None:
-            return explicit
-        if isinstance(node, cst.Attribute) and node.attr.value == "dtype":
-            return ctx.dtype(node.value)
-        return ctx.dtype(node)  # unknown
-
     # --- clamps ----------------------------------------------------------------------------
 
     def _clamp(self, call: OpCall, ctx: ExecutionContext) -> Iterator[Report]:
@@ -236,9 +170,9 @@ uses the constant otherwise gives a false report there."""
         dtype = ctx.dtype(tensor)
         region = ctx.active_region
         device = region.device if region is not None else None
-        for position, keyword in _CLAMPS[call.op]:
+        for position, keyword in CLAMPS[call.op]:
             bound = call.argument(position, keyword)
-            overflow = _overflow(bound, dtype, ctx)
+            overflow = constant_overflow(bound, dtype, ctx)
             if bound is None or overflow is None:
                 continue
             # CUDA compares in float32 and casts the result: a lower bound above the range
@@ -297,7 +231,7 @@ uses the constant otherwise gives a false report there."""
                 continue
             if not ctx.dtype(tensor).is_half:
                 continue
-            overflow = _overflow(constant_node, result, ctx)
+            overflow = constant_overflow(constant_node, result, ctx)
             if overflow is None:
                 continue
             sign = "-inf" if overflow.constant < 0 else "inf"
@@ -329,39 +263,19 @@ uses the constant otherwise gives a false report there."""
             yield Report(constant_node, message, fix, summary=summary)
 
 
-def _overflow(
-    node: cst.BaseExpression | None, dtype: DType, ctx: ExecutionContext
-) -> _Overflow | None:
-    if node is None or not dtype.is_half:
-        return None
-    constant = ctx.constant(node)
-    if constant is None or not math.isfinite(constant):
-        return None
-    if dtype.may_be_float16 and abs(constant) > FLOAT16_MAX:
-        return _Overflow(float(constant), dtype, True)
-    if abs(constant) > BFLOAT16_MAX:
-        return _Overflow(float(constant), dtype, False)
-    return None
-
-
-# Words in the name of a helper amp-lint cannot see into that say it fills a tensor with one
-# of its arguments (allennlp's `replace_masked_values(x, mask, -1e7)`, `mask_logits`).
-_FILL_WORDS = frozenset(["mask", "masked", "fill", "replace"])
-
-
 def _opaque_mask_helper(call: cst.Call, ctx: ExecutionContext) -> Report | None:
     """`util.replace_masked_values(scores, mask, -1e7)`: a helper from a library amp-lint
     does not lint, named for masking, given a float16 tensor and a constant beyond float16's
     range; what it does with them is read from its name."""
     name = dotted_name(call.func)
-    if name is None or not name_words(name) & _FILL_WORDS:
+    if name is None or not name_words(name) & FILL_WORDS:
         return None
     values = [arg.value for arg in call.args if arg.star == ""]
     tensors = [v for v in values if ctx.dtype(v).is_half]
     if not tensors or not ctx.is_opaque_call(call):
         return None
     for value in values:
-        overflow = _overflow(value, ctx.dtype(tensors[0]), ctx)
+        overflow = constant_overflow(value, ctx.dtype(tensors[0]), ctx)
         if overflow is None or not overflow.is_float16 or value is tensors[0]:
             continue
         helper = name.rsplit(".", 1)[-1]
@@ -380,14 +294,14 @@ def _opaque_mask_helper(call: cst.Call, ctx: ExecutionContext) -> Report | None:
     return None
 
 
-def _tensor_phrase(overflow: _Overflow) -> str:
+def _tensor_phrase(overflow: Overflow) -> str:
     return half_phrase(overflow.dtype) if overflow.is_float16 else overflow.dtype.describe()
 
 
 def _advice(
     reference: cst.BaseExpression | None,
     dtype_expr: cst.BaseExpression | None,
-    overflow: _Overflow,
+    overflow: Overflow,
     briefly: bool = False,
 ) -> str:
 
@@ -407,7 +321,7 @@ def _fix(
     value: cst.BaseExpression,
     reference: cst.BaseExpression | None,
     dtype_expr: cst.BaseExpression | None,
-    overflow: _Overflow,
+    overflow: Overflow,
     ctx: ExecutionContext,
 ) -> Fix | None:
     negative = overflow.constant < 0

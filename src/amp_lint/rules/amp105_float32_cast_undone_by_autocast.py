@@ -10,7 +10,8 @@ import libcst as cst
 
 from amp_lint.analysis.interpreter.frames import ExecutionContext
 from amp_lint.analysis.regions.finder import AutocastRegion
-from amp_lint.analysis.syntax.contractions import local_assignments, parse_equation
+from amp_lint.analysis.syntax.contractions import parse_equation
+from amp_lint.analysis.syntax.local_assignments import local_assignments
 from amp_lint.analysis.syntax.naming import is_count_or_mask_name
 from amp_lint.analysis.syntax.outline import positional_arguments, statement_nodes
 from amp_lint.analysis.values.dtypes import FLOAT32, DTypeKind, dtype_from_torch_name

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import libcst as cst
 
 from amp_lint.analysis.autograd.applied_functions import AppliedFunctions, FunctionClass
+from amp_lint.analysis.autograd.dtype_handling import (
+    CUSTOM_BWD,
+    CUSTOM_FWD,
+    Decorated,
+    decorators_of,
+    half_argument,
+    handles_dtypes,
+    mixed_inputs,
+)
 from amp_lint.analysis.autograd.functions import (
-    bound_arguments,
-    cast_parameters,
     computes_indices,
     converts_dtypes,
     too_few_arguments,
@@ -22,46 +28,14 @@ from amp_lint.analysis.regions.finder import AutocastRegion
 from amp_lint.analysis.syntax.calls import build_index
 from amp_lint.analysis.syntax.module import ModuleFacts
 from amp_lint.analysis.syntax.names import ModuleNames
-from amp_lint.analysis.values.dtypes import DTypeKind
-from amp_lint.analysis.values.literals import string_literal
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.amp_api import torch_spelling
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import brief, code
 
-# Decorator -> the device it is fixed to (None: the `device_type=` argument says).
-_CUSTOM_FWD = {
-    "torch.amp.custom_fwd": None,
-    "torch.amp.autocast_mode.custom_fwd": None,
-    "torch.cuda.amp.custom_fwd": "cuda",
-    "torch.cuda.amp.autocast_mode.custom_fwd": "cuda",
-}
-_CUSTOM_BWD = {
-    "torch.amp.custom_bwd": None,
-    "torch.amp.autocast_mode.custom_bwd": None,
-    "torch.cuda.amp.custom_bwd": "cuda",
-    "torch.cuda.amp.autocast_mode.custom_bwd": "cuda",
-}
 # Written when the region's device is not known: one decorator per device, so that the
 # Function is right under CUDA and CPU autocast alike.
 _UNKNOWN_DEVICE_TARGETS = ("cuda", "cpu")
-
-
-@dataclass(frozen=True)
-class _Decorated:
-    """The custom_fwd / custom_bwd decorators on a method: the devices they name (None for a
-    `device_type=` that is not a literal, which may be any device)."""
-
-    devices: frozenset[str | None]
-
-    @property
-    def present(self) -> bool:
-        return bool(self.devices)
-
-    def covers(self, device: str | None) -> bool:
-        if not self.devices:
-            return False
-        return device is None or None in self.devices or device in self.devices
 
 
 class CustomFunctionWithoutCustomFwd(Rule):
@@ -216,19 +190,19 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
             return  # a call that raises TypeError in any precision is not an AMP finding
         if function.handles_half(forward):
             return  # custom_fwd(cast_inputs=float32) would add a float32 copy it exists to avoid
-        if computes_indices(forward, backward) and not _half_argument(forward, node, ctx):
+        if computes_indices(forward, backward) and not half_argument(forward, node, ctx):
             # Indices of point coordinates from the data (mmcv's `ball_query`,
             # `furthest_point_sample`): nothing autocast made goes in, no gradient comes out.
             return
-        mixed = _mixed_inputs(forward, node, ctx)
+        mixed = mixed_inputs(forward, node, ctx)
         if mixed is None and (
-            _handles_dtypes(forward, node, ctx)
+            handles_dtypes(forward, node, ctx)
             or not function.mixes_dtypes(forward, backward)
             or (backward is not None and converts_dtypes(backward))
         ):
             return
-        fwd = _decorated(forward, function.names, _CUSTOM_FWD)
-        bwd = _decorated(backward, function.names, _CUSTOM_BWD) if backward is not None else None
+        fwd = decorators_of(forward, function.names, CUSTOM_FWD)
+        bwd = decorators_of(backward, function.names, CUSTOM_BWD) if backward is not None else None
         fwd_missing = not fwd.covers(region.device)
         bwd_missing = bwd is not None and not bwd.covers(region.device)
         if not fwd_missing and not bwd_missing:
@@ -248,8 +222,8 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
         self,
         forward: cst.FunctionDef,
         backward: cst.FunctionDef | None,
-        fwd: _Decorated,
-        bwd: _Decorated | None,
+        fwd: Decorated,
+        bwd: Decorated | None,
         targets: tuple[str, ...],
         names: ModuleNames,
     ) -> Fix | None:
@@ -281,31 +255,7 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
         )
 
 
-def _decorated(
-    method: cst.FunctionDef, names: ModuleNames, known: dict[str, str | None]
-) -> _Decorated:
-    devices: set[str | None] = set()
-    for decorator in method.decorators:
-        expr = decorator.decorator
-        func = expr.func if isinstance(expr, cst.Call) else expr
-        qualified = names.qualified_name(func)
-        if qualified not in known:
-            continue
-        fixed = known[qualified]
-        if fixed is not None or not isinstance(expr, cst.Call):
-            devices.add(fixed)
-            continue
-        device = None
-        for arg in expr.args:
-            if arg.keyword is not None and arg.keyword.value == "device_type":
-                text = string_literal(arg.value)
-                if text is not None:
-                    device = text.split(":", 1)[0]
-        devices.add(device)
-    return _Decorated(frozenset(devices))
-
-
-def _target_devices(region: AutocastRegion, fwd: _Decorated) -> tuple[str, ...]:
+def _target_devices(region: AutocastRegion, fwd: Decorated) -> tuple[str, ...]:
     """The devices the decorators are written for."""
     if region.device is not None:
         return (region.device,)
@@ -323,41 +273,6 @@ def _with_decorators(method: cst.FunctionDef, added: list[str]) -> cst.FunctionD
             position = i + 1
     new = [cst.Decorator(decorator=cst.parse_expression(text)) for text in added]
     return method.with_changes(decorators=[*decorators[:position], *new, *decorators[position:]])
-
-
-def _mixed_inputs(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionContext) -> str | None:
-    """ "`offset` is float16 and `self.bias` float32" when the call passes tensors of both
-    dtypes to parameters that forward does not cast to a common dtype itself."""
-    cast = cast_parameters(forward)
-    half: list[str] = []
-    single: list[str] = []
-    for param, argument in bound_arguments(forward, call):
-        if param in cast:
-            continue
-        dtype = ctx.dtype(argument)
-        if dtype.is_half:
-            half.append(f"`{code(argument)}` is {dtype.describe()}")
-        elif dtype.kind is DTypeKind.FLOAT32:
-            single.append(f"`{code(argument)}` float32")
-    if not (half and single):
-        return None
-    return f"with inputs of two dtypes ({half[0]} and {single[0]})"
-
-
-def _half_argument(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionContext) -> bool:
-    """The call passes forward a tensor known to be half precision."""
-    return any(ctx.dtype(argument).is_half for _, argument in bound_arguments(forward, call))
-
-
-def _handles_dtypes(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionContext) -> bool:
-    """Forward casts some of its inputs to a common dtype itself (`weight.type_as(input)`),
-    or the call casts what it passes (`fn(input.float(), ...)`): the author dealt with the
-    dtypes autocast produces, and only a mismatch that remains is reported."""
-    if cast_parameters(forward):
-        return True
-    return any(
-        ctx.value(argument).conversion is not None for _, argument in bound_arguments(forward, call)
-    )
 
 
 def _summary(function: FunctionClass, fwd_missing: bool, bwd_missing: bool) -> str:

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from amp_lint.analysis.scaler.flow import ScalerFlow, ScalerHazard, function_key, scaler_flow
+from amp_lint.analysis.scaler.flow import scaler_flow
+from amp_lint.analysis.scaler.hazards import ScalerFlow, ScalerHazard, function_key
 from amp_lint.analysis.scaler.names import SCALER_VOCABULARY
 from amp_lint.analysis.syntax.module import ModuleFacts
 from amp_lint.analysis.syntax.outline import positional_arguments

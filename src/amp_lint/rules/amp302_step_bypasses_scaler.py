@@ -6,13 +6,10 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from amp_lint.analysis.scaler.flow import (
-    ScalerHazard,
-    function_key,
-    module_updates,
-    scaler_flow,
-)
+from amp_lint.analysis.scaler.flow import scaler_flow
+from amp_lint.analysis.scaler.hazards import ScalerHazard, function_key
 from amp_lint.analysis.scaler.names import SCALER_VOCABULARY
+from amp_lint.analysis.scaler.updates import module_updates
 from amp_lint.analysis.syntax.module import ModuleFacts
 from amp_lint.analysis.syntax.names import dotted_name
 from amp_lint.findings import Edit, Fix, FixSafety

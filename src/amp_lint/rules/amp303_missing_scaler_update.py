@@ -6,8 +6,10 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from amp_lint.analysis.scaler.flow import ScalerHazard, module_updates, scaler_flow
+from amp_lint.analysis.scaler.flow import scaler_flow
+from amp_lint.analysis.scaler.hazards import ScalerHazard
 from amp_lint.analysis.scaler.names import SCALER_VOCABULARY
+from amp_lint.analysis.scaler.updates import module_updates
 from amp_lint.analysis.syntax.module import ModuleFacts
 from amp_lint.findings import Fix, FixSafety
 from amp_lint.rules.base import Report, Rule

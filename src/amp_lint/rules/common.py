@@ -10,10 +10,10 @@ from amp_lint.analysis.interpreter.frames import ExecutionContext
 from amp_lint.analysis.syntax.names import dotted_name
 from amp_lint.analysis.syntax.outline import source_text
 from amp_lint.analysis.values.dtypes import DType
+from amp_lint.analysis.values.half_overflow import FLOAT16_MAX
 from amp_lint.analysis.values.value import Origin
 from amp_lint.rules.base import Report
 
-FLOAT16_MAX = 65504.0
 # The smallest float16 subnormal is 2**-24 ≈ 5.96e-8; anything below half of it rounds to 0.
 FLOAT16_ROUNDS_TO_ZERO_BELOW = 2.0**-25
 # 1/eps above the float16 maximum: dividing by eps alone already overflows.

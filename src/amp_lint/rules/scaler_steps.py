@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from amp_lint.analysis.scaler.flow import ScalerHazard
+from amp_lint.analysis.scaler.hazards import ScalerHazard
 from amp_lint.analysis.syntax.module import ModuleFacts
 from amp_lint.findings import Edit
 

@@ -1,21 +1,19 @@
 """Run the analysis and the rules over one file; apply fixes.
 
-This is the only place that knows both the analysis and the rules. The CLI and the flake8
-plugin call `lint_source` and `fix_source` and nothing below them.
+This is the only place that knows both the analysis and the rules (with rule_reports.py,
+which turns the rules' reports into findings). The CLI and the flake8 plugin call
+`lint_source` and `fix_source` and nothing below them.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import libcst as cst
-from libcst.metadata import CodeRange
 
 from amp_lint.analysis.interpreter.cross_file import RememberedResult, ResultKey
-from amp_lint.analysis.interpreter.frames import ExecutionContext
 from amp_lint.analysis.interpreter.interpreter import Interpreter
 from amp_lint.analysis.project.index import (
     SINGLE_FILE,
@@ -28,11 +26,11 @@ from amp_lint.analysis.regions.frameworks import configured_assumptions, framewo
 from amp_lint.analysis.syntax.module import ModuleFacts
 from amp_lint.analysis.syntax.names import collect_names
 from amp_lint.analysis.values.optables import targeting
-from amp_lint.analysis.values.value import Origin
 from amp_lint.findings import Finding, FixSafety
 from amp_lint.parse.first_pass import code_token_count
 from amp_lint.parse.parse_guard import refused_by_cpython
 from amp_lint.rules import Report, Rule, all_rules
+from amp_lint.run.rule_reports import RuleObserver, to_findings
 from amp_lint.settings.config import Config
 from amp_lint.suppressions.comments import NoqaMap
 
@@ -243,7 +241,7 @@ def _analyse_module(
         found += interpreter.dispatched()
         for observer in observers:
             reports.extend((observer.rule, report) for report in observer.found())
-        findings = _to_findings(reports, facts.positions, path) if reports else []
+        findings = to_findings(reports, facts.positions, path) if reports else []
         hidden: list[Finding] = []
         if honour_noqa and findings:
             # Findings placed in other files are checked against those files' noqa comments
@@ -258,52 +256,6 @@ def _analyse_module(
             sorted(interpreter.dependencies),
             [f.portable() for f in hidden],
         )
-
-
-class RuleObserver:
-    """A rule as the interpreter's observer: it sees only the evidence the rule accepts, and
-    each report gets the chain or assumption it rests on appended to its message. A node
-    reached in several contexts is reported once, from the best of them (`_evidence_rank`):
-    the module's code runs first, so `if __name__ == "__main__": train()` reaches what is in
-    `train` before `train` is analysed on its own, and that copy has a chain and maybe no
-    fix."""
-
-    def __init__(self, rule: Rule) -> None:
-        self.rule = rule
-        self.node_types = rule.node_types
-        self.reports: dict[tuple[int, Origin | None], tuple[tuple[int, ...], Report]] = {}
-
-    def observe(self, node: cst.CSTNode, ctx: ExecutionContext) -> None:
-        ctx.accepts_assumptions = self.rule.accepts_assumptions
-        ctx.assumptions_used = []
-        ctx.release_notes_used = []
-        for report in self.rule.check_node(node, ctx):
-            key = (id(report.node), report.elsewhere)
-            rank = _evidence_rank(report, ctx)
-            known = self.reports.get(key)
-            if known is None or rank < known[0]:
-                message = report.message + ctx.provenance()
-                via = report.via or ctx.call_chain()
-                self.reports[key] = (rank, replace(report, message=message, via=via))
-            ctx.assumptions_used = []
-            ctx.release_notes_used = []
-
-    def found(self) -> list[Report]:
-        return [report for _, report in self.reports.values()]
-
-
-def _evidence_rank(report: Report, ctx: ExecutionContext) -> tuple[int, ...]:
-    """Lower is better: a fix; then evidence that rests on no assumption about where the code
-    runs (a frame reached from an assumed one inherits its assumption); then the shortest
-    chain of calls, so that code seen where it is beats the same code reached through a call;
-    then fewer assumptions about values."""
-    frame = ctx.frame
-    return (
-        report.fix is None,
-        frame.assumption is not None,
-        len(frame.chain),
-        len(ctx.assumptions_used),
-    )
 
 
 class ProjectLoader:
@@ -379,38 +331,3 @@ class ProjectLoader:
 
 def _mentions(source: bytes, words: tuple[bytes, ...]) -> bool:
     return not words or any(word in source for word in words)
-
-
-def _to_findings(
-    reports: Iterable[tuple[Rule, Report]],
-    positions: Mapping[cst.CSTNode, CodeRange],
-    path: str,
-) -> list[Finding]:
-    # One finding per rule and position: the first, unless a later one has a fix.
-    findings: dict[tuple[object, ...], Finding] = {}
-    for rule, report in reports:
-        at = report.elsewhere
-        if at is not None:
-            place = (at.path, at.line, at.column, at.end_line, at.end_column)
-        else:
-            where = positions[report.node]
-            start, end = where.start, where.end
-            place = (path, start.line, start.column, end.line, end.column)
-        key = (rule.code, *place[:3])
-        known = findings.get(key)
-        if known is not None and (known.fix is not None or report.fix is None):
-            continue
-        findings[key] = Finding(
-            path=place[0],
-            line=place[1],
-            column=place[2],
-            end_line=place[3],
-            end_column=place[4],
-            code=rule.code,
-            name=rule.name,
-            message=report.message,
-            fix=report.fix,
-            summary=report.summary,
-            via=report.via,
-        )
-    return sorted(findings.values(), key=lambda f: f.sort_key)

@@ -10,16 +10,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
 
 from amp_lint.formats import ALIASES, OUTPUT_FORMATS
+from amp_lint.settings.errors import ConfigError
 from amp_lint.settings.rule_selectors import UnknownSelector, resolve_selectors
-from amp_lint.settings.torch_version import (
-    REQUIREMENTS_FILE,
-    SETTING_FORM,
-    TorchVersion,
-    dependency_torch_version,
-    nearest_pyproject,
-    parse_torch_version,
-    requirements_torch_version,
-)
+from amp_lint.settings.torch_target import is_file, torch_version_setting, with_torch_version
+from amp_lint.settings.torch_version import SETTING_FORM, TorchVersion, parse_torch_version
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -120,10 +114,6 @@ def _path_matches(path: str, pattern: str, root: str) -> bool:
     )
 
 
-class ConfigError(Exception):
-    """A configuration file that cannot be read or holds a bad key; the message names both."""
-
-
 PYPROJECT = "pyproject.toml"
 
 # `[tool.amp-lint]` key -> the type its value must have ("list" means a list of strings).
@@ -190,33 +180,8 @@ def load_config(
             config = Config(root=str(start.resolve()))
         else:
             config = _config_from_table(_read_table(found, required=False) or {}, found)
-    config = _with_torch_version(config, torch_version, found or start)
+    config = with_torch_version(config, torch_version, found or start)
     return _with_command_line_codes(config, select, extend_select, ignore)
-
-
-def _with_torch_version(config: Config, command_line: str | None, project: Path) -> Config:
-    """`--torch-version`, else the configured value, else the lower bound of torch in the
-    `[project] dependencies` of the config file (or, without one, of the nearest
-    pyproject.toml), as ruff falls back on `requires-python` for `target-version`."""
-    if command_line is not None:
-        version = parse_torch_version(command_line)
-        if version is None:
-            raise ConfigError(
-                f"--torch-version: {command_line!r} is not a torch version ({SETTING_FORM})"
-            )
-        return replace(config, torch_version=version, torch_version_source="--torch-version")
-    if config.torch_version is not None:
-        return config
-    pyproject = project if _is_file(project) else nearest_pyproject(project)
-    detected = dependency_torch_version(pyproject) if pyproject is not None else None
-    if detected is None:
-        # ML projects often pin torch only in requirements.txt, beside the pyproject.toml or
-        # in the directory checked.
-        directory = pyproject.parent if pyproject is not None else project
-        detected = requirements_torch_version(directory / REQUIREMENTS_FILE)
-    if detected is None:
-        return config
-    return replace(config, torch_version=detected[0], torch_version_source=detected[1])
 
 
 def find_config_file(start: Path) -> Path | None:
@@ -224,7 +189,7 @@ def find_config_file(start: Path) -> Path | None:
     directory = start.resolve()
     for candidate_dir in (directory, *directory.parents):
         candidate = candidate_dir / PYPROJECT
-        if _is_file(candidate) and _read_table(candidate, required=False) is not None:
+        if is_file(candidate) and _read_table(candidate, required=False) is not None:
             return candidate
     return None
 
@@ -233,13 +198,6 @@ def read_amp_lint_table(path: Path) -> dict[str, object] | None:
     """The `[tool.amp-lint]` table of a TOML file, None if it has none; raises ConfigError
     (naming the file) if it cannot be read or parsed."""
     return _read_table(path, required=False)
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except OSError:  # a directory above that this user cannot search: no file of ours there
-        return False
 
 
 def check_code_prefixes(codes: Sequence[str], where: str) -> tuple[str, ...]:
@@ -321,17 +279,12 @@ def _config_from_table(table: dict[str, object], path: Path) -> Config:
         cache_dir=choice("cache-dir"),
         output_format=choice("output-format"),
         output_file=choice("output-file"),
-        torch_version=_torch_version_setting(table),
+        torch_version=torch_version_setting(table),
         torch_version_source=f"tool.amp-lint.torch-version in {path}"
         if "torch-version" in table
         else None,
         root=str(path.resolve().parent),
     )
-
-
-def _torch_version_setting(table: dict[str, object]) -> TorchVersion | None:
-    value = table.get("torch-version")
-    return parse_torch_version(value) if isinstance(value, str) else None
 
 
 def _flag(table: dict[str, object], key: str, default: bool) -> bool:

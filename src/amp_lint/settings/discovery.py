@@ -36,10 +36,10 @@ from amp_lint.analysis.values.optables import (
 from amp_lint.settings.config import (
     PYPROJECT,
     Config,
-    ConfigError,
     load_config,
     read_amp_lint_table,
 )
+from amp_lint.settings.errors import ConfigError
 from amp_lint.settings.torch_version import TorchVersion
 
 

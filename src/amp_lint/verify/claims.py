@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from amp_lint.verify.claim_extension import extension_missing
 from amp_lint.verify.claim_programs import (
     boolean_and_integer_indexing,
     divide_by_1e_3,
     extension_custom_fwd,
-    extension_missing,
     extension_under_autocast,
     lpips_program,
     mask_write_float32,

@@ -22,8 +22,8 @@ from amp_lint.analysis.autograd.functions import (
     reads_saved_tensors,
     upcasts_inputs,
 )
-from amp_lint.analysis.interpreter.cross_file import applied_class
 from amp_lint.analysis.interpreter.frames import ExecutionContext, ForeignClass
+from amp_lint.analysis.interpreter.imported_names import applied_class
 from amp_lint.analysis.syntax.calls import ClassInfo, ModuleIndex
 from amp_lint.analysis.syntax.module import ModuleFacts
 from amp_lint.analysis.syntax.names import ModuleNames, dotted_name

@@ -1,7 +1,7 @@
 """What the interpreter hands nodes to as it executes them.
 
 The analysis does not know rules exist: it calls observers, each declaring the node types it
-wants. The engine adapts each rule into one (engine.RuleObserver).
+wants. The engine adapts each rule into one (rule_reports.RuleObserver).
 """
 
 from __future__ import annotations

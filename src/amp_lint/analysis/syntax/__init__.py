@@ -1,1 +1,2 @@
-"""Facts read from syntax alone: outlines, imported names, literals, contractions, what names say."""
+"""Facts read from syntax alone: outlines, imported names, literals, contractions, what names
+say."""

@@ -142,16 +142,16 @@ def _bound_by_compound(statement: cst.BaseStatement) -> Iterator[str]:
     if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
         yield statement.name.value
     elif isinstance(statement, cst.For):
-        yield from _names_in(statement.target)
+        yield from names_in(statement.target)
     elif isinstance(statement, cst.With):
         for item in statement.items:
             if item.asname is not None:
-                yield from _names_in(item.asname.name)
+                yield from names_in(item.asname.name)
 
 
-def _names_in(target: cst.BaseExpression) -> Iterator[str]:
+def names_in(target: cst.BaseExpression) -> Iterator[str]:
     if isinstance(target, cst.Name):
         yield target.value
     elif isinstance(target, (cst.Tuple, cst.List)):
         for element in target.elements:
-            yield from _names_in(element.value)
+            yield from names_in(element.value)

@@ -13,7 +13,7 @@ conditional), an attribute assigned anywhere in the module (`self.mp_policy`), o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import libcst as cst
@@ -22,6 +22,7 @@ from amp_lint.analysis.regions.finder import GRAD_SCALERS, call_argument
 from amp_lint.analysis.scaler.names import is_disabled
 from amp_lint.analysis.syntax.names import ModuleNames, dotted_name
 from amp_lint.analysis.syntax.outline import subtree_nodes
+from amp_lint.analysis.training.scope_assignments import ScopeAssignments, attribute_assignments
 from amp_lint.analysis.training.training_setup import backpropagated_tensor, scopes
 from amp_lint.analysis.values.dtypes import dtype_from_torch_name
 
@@ -140,9 +141,9 @@ ImportedPolicies = Callable[[cst.Name], list[Policy]]
 def fsdp_precision(
     module: cst.Module, names: ModuleNames, imported: ImportedPolicies | None = None
 ) -> FsdpPrecision:
-    attributes = _attribute_assignments(module)
+    attributes = attribute_assignments(module)
     module_scope, *function_scopes = scopes(module)
-    module_values = _Assignments(module_scope.nodes(), attributes)
+    module_values = ScopeAssignments(module_scope.nodes(), attributes)
     wraps: list[Wrap] = []
     scalers: list[ScalerMade] = []
     trains = False
@@ -150,7 +151,7 @@ def fsdp_precision(
         values = (
             module_values
             if scope is module_scope
-            else _Assignments(scope.nodes(), attributes, module_values)
+            else ScopeAssignments(scope.nodes(), attributes, module_values)
         )
         for call in scope.calls():
             qualified = names.qualified_name(call.func)
@@ -181,7 +182,7 @@ def _wrap(
     call: cst.Call,
     api: str,
     names: ModuleNames,
-    values: _Assignments,
+    values: ScopeAssignments,
     imported: ImportedPolicies | None = None,
 ) -> Wrap:
     keyword, position = _POLICY_ARGUMENT[api]
@@ -209,12 +210,12 @@ def module_policies(module: cst.Module, names: ModuleNames, name: str) -> list[P
     """The policies a top-level name of the module is assigned (`fpSixteen = MixedPrecision(
     ...)`), for a module that imports it."""
     module_scope = scopes(module)[0]
-    values = _Assignments(module_scope.nodes(), {})
+    values = ScopeAssignments(module_scope.nodes(), {})
     policies = (_policy(call, names, values) for call in values.resolve(cst.Name(name), _DEPTH))
     return [policy for policy in policies if policy is not None]
 
 
-def _policy(call: cst.Call, names: ModuleNames, values: _Assignments) -> Policy | None:
+def _policy(call: cst.Call, names: ModuleNames, values: ScopeAssignments) -> Policy | None:
     qualified = names.qualified_name(call.func)
     if qualified in _FSDP1_POLICIES:
         api = FSDP1
@@ -230,7 +231,7 @@ def _policy(call: cst.Call, names: ModuleNames, values: _Assignments) -> Policy 
 
 
 def _dtype_argument(
-    call: cst.Call, position: int, keyword: str, names: ModuleNames, values: _Assignments
+    call: cst.Call, position: int, keyword: str, names: ModuleNames, values: ScopeAssignments
 ) -> str | None:
     expression = _argument_or_splat(call, position, keyword, values)
     if expression is None:
@@ -239,7 +240,7 @@ def _dtype_argument(
 
 
 def _argument_or_splat(
-    call: cst.Call, position: int, keyword: str, values: _Assignments
+    call: cst.Call, position: int, keyword: str, values: ScopeAssignments
 ) -> cst.BaseExpression | None:
     """The argument, also from a `**settings` dict built in the module; with a `*args` or a
     `**` that cannot be read, None only when nothing could be passed (else a sentinel that
@@ -264,7 +265,7 @@ _OPAQUE = cst.Ellipsis()
 
 
 def _dtype_of(
-    expression: cst.BaseExpression, names: ModuleNames, values: _Assignments, depth: int
+    expression: cst.BaseExpression, names: ModuleNames, values: ScopeAssignments, depth: int
 ) -> str | None:
     if isinstance(expression, cst.Name) and expression.value == "None":
         return None
@@ -275,151 +276,3 @@ def _dtype_of(
     if depth > 0 and len(assigned) == 1:  # `dtype = torch.float16` once, nothing else
         return _dtype_of(assigned[0], names, values, depth - 1)
     return UNKNOWN
-
-
-def _attribute_assignments(module: cst.Module) -> dict[str, list[cst.BaseExpression]]:
-    """What the module assigns to each attribute (`self.mp_policy = ...`), in any function:
-    a policy is often built in `__init__` and used in another method."""
-    found: dict[str, list[cst.BaseExpression]] = {}
-    for node in subtree_nodes(module):
-        for target, value in _assigned(node):
-            name = dotted_name(target)
-            if isinstance(target, cst.Attribute) and name is not None:
-                found.setdefault(name, []).append(value)
-    return found
-
-
-def _assigned(node: cst.CSTNode) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
-    if isinstance(node, cst.Assign):
-        return [(target.target, node.value) for target in node.targets]
-    if isinstance(node, cst.AnnAssign) and node.value is not None:
-        return [(node.target, node.value)]
-    return []
-
-
-class _Assignments:
-    """What one scope (a function body, or the module's top level) assigns to each plain
-    name, and the keyword dicts it builds; a name the scope does not assign is looked up at
-    module level, an attribute in the whole module."""
-
-    def __init__(
-        self,
-        nodes: list[cst.CSTNode],
-        attributes: dict[str, list[cst.BaseExpression]],
-        module_level: _Assignments | None = None,
-    ) -> None:
-        self.attributes = attributes
-        self.module_level = module_level
-        self.values: dict[str, list[cst.BaseExpression]] = {}
-        # (dict name, key) -> values stored by `name["key"] = value`
-        self.items: dict[tuple[str, str], list[cst.BaseExpression]] = {}
-        for node in nodes:
-            for target, value in _assigned(node):
-                self._store(target, value)
-
-    def _store(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        if isinstance(target, cst.Name):
-            self.values.setdefault(target.value, []).append(value)
-        elif isinstance(target, cst.Subscript) and len(target.slice) == 1:
-            owner = dotted_name(target.value)
-            index = target.slice[0].slice
-            key = _string(index.value) if isinstance(index, cst.Index) else None
-            if owner is not None and key is not None:
-                self.items.setdefault((owner, key), []).append(value)
-
-    def _items(self, owner: str, key: str) -> list[cst.BaseExpression]:
-        found = self.items.get((owner, key), [])
-        if not found and self.module_level is not None and owner not in self.values:
-            return self.module_level._items(owner, key)
-        return found
-
-    def of(self, expression: cst.BaseExpression) -> list[cst.BaseExpression]:
-        if isinstance(expression, cst.Attribute):
-            name = dotted_name(expression)
-            return self.attributes.get(name, []) if name is not None else []
-        if not isinstance(expression, cst.Name):
-            return []
-        if expression.value in self.values:
-            return self.values[expression.value]
-        return self.module_level.of(expression) if self.module_level is not None else []
-
-    def resolve(self, expression: cst.BaseExpression, depth: int) -> Iterator[cst.Call]:
-        """The calls an expression may evaluate to, through names and conditionals."""
-        if isinstance(expression, cst.Call):
-            yield expression
-        elif isinstance(expression, cst.IfExp):
-            yield from self.resolve(expression.body, depth)
-            yield from self.resolve(expression.orelse, depth)
-        elif depth > 0:
-            for value in self.of(expression):
-                yield from self.resolve(value, depth - 1)
-
-    def unassigned_names(self, expression: cst.BaseExpression, depth: int) -> Iterator[cst.Name]:
-        """The names an expression may evaluate to that the module does not assign (imported
-        ones), through names and conditionals."""
-        if isinstance(expression, cst.IfExp):
-            yield from self.unassigned_names(expression.body, depth)
-            yield from self.unassigned_names(expression.orelse, depth)
-        elif isinstance(expression, cst.Name):
-            assigned = self.of(expression)
-            if not assigned:
-                yield expression
-            elif depth > 0:
-                for value in assigned:
-                    yield from self.unassigned_names(value, depth - 1)
-
-    def keyword_values(self, mapping: cst.BaseExpression, keyword: str) -> list[cst.BaseExpression]:
-        """The values `**mapping` may pass as `keyword`: from a dict literal or `dict(...)`
-        (inline or assigned to the name) and from `name["keyword"] = value` stores."""
-        found = list(_dict_entries(mapping).get(keyword, []))
-        for value in self.of(mapping):
-            found += _dict_entries(value).get(keyword, [])
-        name = dotted_name(mapping)
-        if name is not None:
-            found += self._items(name, keyword)
-        return found
-
-    def is_readable_dict(self, mapping: cst.BaseExpression) -> bool:
-        """Whether every dict `**mapping` may be is built in sight (so a missing key is
-        really missing)."""
-        if _is_dict(mapping):
-            return True
-        assigned = self.of(mapping)
-        return bool(assigned) and all(_is_dict(value) for value in assigned)
-
-
-def _is_dict(expression: cst.BaseExpression) -> bool:
-    if isinstance(expression, cst.Dict):
-        return all(isinstance(e, cst.DictElement) for e in expression.elements)
-    return (
-        isinstance(expression, cst.Call)
-        and isinstance(expression.func, cst.Name)
-        and expression.func.value == "dict"
-        and all(arg.keyword is not None for arg in expression.args)
-    )
-
-
-def _dict_entries(expression: cst.BaseExpression) -> dict[str, list[cst.BaseExpression]]:
-    entries: dict[str, list[cst.BaseExpression]] = {}
-    if isinstance(expression, cst.Dict):
-        for element in expression.elements:
-            if isinstance(element, cst.DictElement):
-                key = _string(element.key)
-                if key is not None:
-                    entries.setdefault(key, []).append(element.value)
-    elif (
-        isinstance(expression, cst.Call)
-        and isinstance(expression.func, cst.Name)
-        and expression.func.value == "dict"
-    ):
-        for arg in expression.args:
-            if arg.keyword is not None:
-                entries.setdefault(arg.keyword.value, []).append(arg.value)
-    return entries
-
-
-def _string(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    return None

@@ -1,0 +1,61 @@
+"""The torch release a configuration targets (see torch_version.py): `--torch-version`, else
+`torch-version` in `[tool.amp-lint]`, else the lower bound of torch in the project's
+dependencies or its requirements.txt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from amp_lint.settings.errors import ConfigError
+from amp_lint.settings.torch_version import (
+    REQUIREMENTS_FILE,
+    SETTING_FORM,
+    TorchVersion,
+    dependency_torch_version,
+    nearest_pyproject,
+    parse_torch_version,
+    requirements_torch_version,
+)
+
+if TYPE_CHECKING:
+    from amp_lint.settings.config import Config
+
+
+def with_torch_version(config: Config, command_line: str | None, project: Path) -> Config:
+    """`--torch-version`, else the configured value, else the lower bound of torch in the
+    `[project] dependencies` of the config file (or, without one, of the nearest
+    pyproject.toml), as ruff falls back on `requires-python` for `target-version`."""
+    if command_line is not None:
+        version = parse_torch_version(command_line)
+        if version is None:
+            raise ConfigError(
+                f"--torch-version: {command_line!r} is not a torch version ({SETTING_FORM})"
+            )
+        return replace(config, torch_version=version, torch_version_source="--torch-version")
+    if config.torch_version is not None:
+        return config
+    pyproject = project if is_file(project) else nearest_pyproject(project)
+    detected = dependency_torch_version(pyproject) if pyproject is not None else None
+    if detected is None:
+        # ML projects often pin torch only in requirements.txt, beside the pyproject.toml or
+        # in the directory checked.
+        directory = pyproject.parent if pyproject is not None else project
+        detected = requirements_torch_version(directory / REQUIREMENTS_FILE)
+    if detected is None:
+        return config
+    return replace(config, torch_version=detected[0], torch_version_source=detected[1])
+
+
+def torch_version_setting(table: dict[str, object]) -> TorchVersion | None:
+    value = table.get("torch-version")
+    return parse_torch_version(value) if isinstance(value, str) else None
+
+
+def is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a directory above that this user cannot search: no file of ours there
+        return False
