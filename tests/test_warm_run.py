@@ -66,7 +66,7 @@ def run(
 
 def age(project: Path, seconds: float = 86_400.0) -> None:
     """Files last modified a day ago: far outside the window (2 s) in which a stat is not
-    trusted, so no run is slow enough to reach it. Negative: a day in the future."""
+    trusted, so no run is slow enough to reach it."""
     past = time.time() - seconds
     for path in project.rglob("*.py"):
         os.utime(path, (past, past))
@@ -117,7 +117,8 @@ def test_recently_modified_files_are_read_until_their_stat_can_be_trusted(
     # Modified "just now" as the run sees it, however long the runs below take: an mtime a
     # day ahead of the clock is inside the window in which a stat is not trusted for the
     # whole test (a `touch` was, only while the runs took under 2 s: they did not under load).
-    age(project / "models", seconds=-86_400.0)
+    future = time.time() + 86_400
+    os.utime(project / "models" / "masking.py", (future, future))
     run(project, tmp_path / "c")
     _, opened = run(project, tmp_path / "c")
     assert opened == ["models/masking.py"]  # same bytes, so the remembered run is used
