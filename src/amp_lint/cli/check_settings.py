@@ -16,8 +16,9 @@ from pathlib import Path
 
 from amp_lint.cli.check_options import with_command_line_excludes
 from amp_lint.cli.reporting import EXIT_CLEAN, EXIT_ERROR, PROGRAM, Reporter
+from amp_lint.cli.show_settings import show_settings
 from amp_lint.settings.config import Config, check_code_prefixes, load_config
-from amp_lint.settings.discovery import ConfigResolver, group_files, show_settings
+from amp_lint.settings.discovery import ConfigResolver, group_files
 from amp_lint.sources.files import discover_python_files
 
 SELECTION_FLAGS = ("select", "extend_select", "ignore")

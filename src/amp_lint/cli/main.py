@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from amp_lint import __version__, lsp
-from amp_lint.cli import cache_clean, check_options
+from amp_lint import __version__
+from amp_lint.cli import cache_clean, check_options, server_command
+from amp_lint.cli.add_noqa import report_added_noqa
 from amp_lint.cli.check_settings import print_files, print_settings, resolver_for, verbose_printer
 from amp_lint.cli.reporting import (
     EXIT_CLEAN,
@@ -35,6 +36,7 @@ from amp_lint.cli.reporting import (
 from amp_lint.formats import text as text_format
 from amp_lint.formats.output import choose_output, needs_text_edits
 from amp_lint.run.cache import DEFAULT_DIRECTORY
+from amp_lint.run.notebook_run import lint_notebook_input
 from amp_lint.run.progress import Progress
 from amp_lint.run.project_cache import cache_directory
 from amp_lint.run.project_run import RunOptions
@@ -43,9 +45,7 @@ from amp_lint.run.warm_run import lint_paths
 from amp_lint.settings.config import CHOICES, Config
 from amp_lint.settings.errors import ConfigError
 from amp_lint.sources.files import has_amp_vocabulary
-from amp_lint.sources.notebook_run import lint_notebook_input
 from amp_lint.sources.notebooks import is_notebook
-from amp_lint.suppressions.add_noqa import report_added_noqa
 
 SUBCOMMANDS = ("check", "rules", "rule", "verify", "clean", "server")
 STDIN = "-"
@@ -233,7 +233,7 @@ def _parser() -> argparse.ArgumentParser:
         "editors: diagnostics, quick fixes and hovers over the workspace as a project. Needs "
         "`pip install 'amp-lint[lsp]'`. See docs/editors.md.",
     )
-    server.set_defaults(run=lsp.run)
+    server.set_defaults(run=server_command.run)
     return parser
 
 

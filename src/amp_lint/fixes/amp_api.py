@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from amp_lint.analysis.syntax.deprecated_amp_apis import DeprecatedApi
 from amp_lint.analysis.syntax.names import ModuleNames, dotted_name
-from amp_lint.rules.deprecated_amp_apis import DeprecatedApi
 
 # The old functions' positional parameters. `torch.amp.autocast(device_type, dtype, enabled,
 # cache_enabled)` orders them differently, so positional arguments become keywords;

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from amp_lint.findings import Finding, FixSafety
 
-# `--output-format` values; `text` is accepted as the older name of `concise`.
-OUTPUT_FORMATS = ("concise", "full", "json", "json-lines", "sarif", "github", "gitlab", "junit")
-ALIASES = {"text": "concise"}
+# The `--output-format` values (and `text`, the older name of `concise`) are settings.
+from amp_lint.settings.output_formats import ALIASES, OUTPUT_FORMATS
+
 # The formats that carry each fix's text edits (Fix.text_edits), which cost a little to make.
 TEXT_EDIT_FORMATS = frozenset({"json", "json-lines", "sarif"})
 

@@ -15,7 +15,7 @@ from amp_lint.findings import Finding, FixSafety
 from amp_lint.lsp.diagnostics import diagnostic, finding_range, replacement_edit, text_edit
 from amp_lint.lsp.documents import OpenFile, Place
 from amp_lint.sources.notebooks import split_lines
-from amp_lint.suppressions.add_noqa import with_noqa_comments
+from amp_lint.suppressions.adding import with_noqa_comments
 from amp_lint.suppressions.comments import UNUSED_NOQA_CODE
 
 FIX_ALL_KIND = f"{types.CodeActionKind.SourceFixAll.value}.amp-lint"

@@ -14,6 +14,15 @@ import libcst as cst
 
 from amp_lint.analysis.project.imports import imported_names
 from amp_lint.analysis.regions.compat import fallback_nodes
+from amp_lint.analysis.syntax.deprecated_amp_apis import (
+    DEPRECATED_API_VOCABULARY,
+    DEPRECATED_PREFIXES,
+    DEPRECATED_SINCE,
+    ApiUse,
+    DeprecatedApi,
+    UseScan,
+    deprecated_imports,
+)
 from amp_lint.analysis.syntax.module import ModuleFacts
 from amp_lint.analysis.syntax.names import ModuleNames
 from amp_lint.findings import Edit, Fix, FixSafety
@@ -25,15 +34,6 @@ from amp_lint.fixes.amp_api import (
     torch_spelling,
 )
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.deprecated_amp_apis import (
-    DEPRECATED_API_VOCABULARY,
-    DEPRECATED_PREFIXES,
-    DEPRECATED_SINCE,
-    ApiUse,
-    DeprecatedApi,
-    UseScan,
-    deprecated_imports,
-)
 from amp_lint.rules.deprecated_amp_imports import head as _head
 from amp_lint.rules.deprecated_amp_imports import import_report
 from amp_lint.settings.torch_version import TorchVersion, format_torch_version

@@ -13,16 +13,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Container, Sequence
 
-from amp_lint.analysis.syntax.names import dotted_name
-from amp_lint.analysis.training.training_setup import snippet
-from amp_lint.findings import Edit, Fix, FixSafety
-from amp_lint.rules.base import Report
-from amp_lint.rules.deprecated_amp_apis import (
+from amp_lint.analysis.syntax.deprecated_amp_apis import (
     DEPRECATED_SINCE,
     ApiUse,
     DeprecatedApi,
     DeprecatedImport,
 )
+from amp_lint.analysis.syntax.names import dotted_name
+from amp_lint.analysis.training.training_setup import snippet
+from amp_lint.findings import Edit, Fix, FixSafety
+from amp_lint.rules.base import Report
 from amp_lint.settings.torch_version import TorchVersion, format_torch_version
 
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 from amp_lint.analysis.project.memo import ProjectMemo
 from amp_lint.run.cache import ResultCache
+from amp_lint.run.notebook_run import NotebookSources
 from amp_lint.run.progress import Progress
 from amp_lint.run.rounds import Rounds
 from amp_lint.run.run_summary import RunSummary
 from amp_lint.run.runner import JobRunner, Outcome
 from amp_lint.settings.config import Config
-from amp_lint.sources.notebook_run import NotebookSources
 
 
 @dataclass

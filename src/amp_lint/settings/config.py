@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
 
-from amp_lint.formats import ALIASES, OUTPUT_FORMATS
 from amp_lint.settings.errors import ConfigError
+from amp_lint.settings.output_formats import ALIASES, OUTPUT_FORMATS
 from amp_lint.settings.rule_selectors import UnknownSelector, resolve_selectors
 from amp_lint.settings.torch_target import is_file, torch_version_setting, with_torch_version
 from amp_lint.settings.torch_version import SETTING_FORM, TorchVersion, parse_torch_version
