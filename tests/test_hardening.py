@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -270,6 +271,74 @@ def test_damaged_cache_entries_are_computed_again(tmp_path: Path) -> None:
         entry.write_bytes(original)
 
 
+def _cache_entries(cache: Path) -> list[Path]:
+    return [
+        path
+        for path in cache.glob("*/??/*")
+        if path.is_file() and path.name not in ("CACHEDIR.TAG", ".gitignore")
+    ]
+
+
+def _with_checksum(payload: bytes) -> bytes:
+    """An entry the cache's checksum accepts: only the codec stands between it and a run."""
+    import hashlib
+
+    return hashlib.blake2b(payload, digest_size=16).digest() + payload
+
+
+def test_a_crafted_cache_entry_runs_no_code(tmp_path: Path) -> None:
+    """Entries are data: a pickle that would run a command, or JSON naming a class outside
+    the cache's types, is a miss, recomputed, and nothing runs (pickle.loads ran it)."""
+    import pickle
+
+    project = _project(tmp_path, "other.py", GOOD.replace("-1e9", "-1e10"))
+    cache = tmp_path / "cache"
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self) -> tuple[Any, tuple[str]]:
+            return (os.system, (f"touch {marker}",))
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return amp_lint(project, "check", f"--cache-dir={cache}", "good.py", "other.py")
+
+    expected = run()
+    assert expected.returncode == 1 and expected.stdout.count("AMP101") == 2
+    crafted = [
+        pickle.dumps(Payload()),
+        b'{"$class":"Popen","fields":{"args":"touch ran"}}',
+        b'{"$class":"Finding","fields":{"path":"x.py"}}',  # fields of no version
+        b'{"$enum":"FixSafety","value":"neither"}',
+    ]
+    for payload in crafted:
+        for entry in _cache_entries(cache):
+            entry.write_bytes(_with_checksum(payload))
+        again = run()
+        assert not marker.exists()
+        assert (again.stdout, again.returncode) == (expected.stdout, 1), again.stderr
+        assert "Traceback" not in again.stderr
+
+
+def test_cache_entries_that_are_not_files_neither_hang_nor_crash(tmp_path: Path) -> None:
+    """A FIFO would block a read forever, a link to /dev/zero never end: each is a miss."""
+    project = _project(tmp_path, "other.py", GOOD.replace("-1e9", "-1e10"))
+    cache = tmp_path / "cache"
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return amp_lint(project, "check", f"--cache-dir={cache}", "good.py", "other.py")
+
+    expected = run()
+    for make in (os.mkfifo, lambda path: os.symlink("/dev/zero", path)):
+        for entry in _cache_entries(cache):
+            entry.unlink()
+            make(entry)
+        again = run()  # a hang fails on the subprocess timeout
+        assert (again.stdout, again.returncode) == (expected.stdout, 1), again.stderr
+        assert "Traceback" not in again.stderr
+        shutil.rmtree(cache)
+        run()
+
+
 @pytest.mark.parametrize(
     ("name", "source", "finding"),
     _named(
@@ -355,3 +424,80 @@ def test_long_call_chains(tmp_path: Path, name: str, source: str, finding: str |
     assert result.stderr.startswith(("Checked 1 file", "Found")), result.stderr
     if finding is not None:
         assert f"{name}.py{finding}" in result.stdout, result.stdout
+
+
+# Inputs that crashed or hung the whole run: each is one line naming it and exit status 2.
+
+
+def _one_error_line(result: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 1, result.stderr
+    assert all(word in errors[0] for word in words), errors[0]
+
+
+def test_a_pyproject_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_bytes(b'[tool.amp-lint]\nselect = ["AMP1"]\n# caf\xe9\n')
+    (tmp_path / "train.py").write_text(GOOD)
+    result = amp_lint(tmp_path, "check", "--no-cache", "train.py")
+    _one_error_line(result, "pyproject.toml", "not UTF-8")
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "directory"])
+def test_a_config_that_is_not_a_regular_file_is_one_line(tmp_path: Path, kind: str) -> None:
+    (tmp_path / "train.py").write_text(GOOD)
+    config = {"device": Path("/dev/zero"), "fifo": tmp_path / "c.toml", "directory": tmp_path}
+    kind_word = {"device": "a device", "fifo": "a FIFO", "directory": "directory"}[kind]
+    if kind == "fifo":
+        os.mkfifo(config[kind])
+    result = amp_lint(tmp_path, "check", "--no-cache", "--config", str(config[kind]), "train.py")
+    _one_error_line(result, str(config[kind]), kind_word)
+
+
+def _shell(cwd: Path, redirections: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """amp-lint started by a shell with `redirections` applied to it (closing a stream)."""
+    command = " ".join([str(AMP_LINT), *args, redirections])
+    return subprocess.run(
+        ["sh", "-c", command], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_standard_input_closed_is_one_line(tmp_path: Path) -> None:
+    _one_error_line(_shell(tmp_path, "<&-", "check", "--no-cache", "-"), "standard input")
+
+
+def test_standard_output_closed_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(GOOD)
+    result = subprocess.run(
+        ["sh", "-c", f"exec 3>&2; {AMP_LINT} check --no-cache train.py 2>&3 >&-"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    _one_error_line(result, "standard output is closed")
+
+
+def test_standard_input_that_never_ends_is_one_line(tmp_path: Path) -> None:
+    with open("/dev/zero", "rb") as endless:
+        result = subprocess.run(
+            [str(AMP_LINT), "check", "--no-cache", "-"],
+            cwd=tmp_path,
+            stdin=endless,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    _one_error_line(result, "standard input", "larger than 16 MB")
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("chek", "check"), ("rulez", "rule")])
+def test_a_mistyped_command_is_named(tmp_path: Path, typed: str, meant: str) -> None:
+    (tmp_path / "train.py").write_text(GOOD)
+    result = amp_lint(tmp_path, typed, "train.py")
+    _one_error_line(result, f"unknown command `{typed}`", f"did you mean `{meant}`")
+    # A path that exists is linted, whatever its name.
+    (tmp_path / typed).mkdir()
+    (tmp_path / typed / "train.py").write_text(GOOD)
+    assert amp_lint(tmp_path, "--no-cache", typed).returncode == 1

@@ -11,19 +11,16 @@ reporting.py's; reading, linting, fixing and writing the files is warm_run.py's 
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 
 from amp_lint import __version__
-from amp_lint.cli import cache_clean, check_options, server_command
+from amp_lint.cli import cache_clean, check_options, rule_commands, server_command
 from amp_lint.cli.add_noqa import report_added_noqa
 from amp_lint.cli.check_settings import print_files, print_settings, resolver_for, verbose_printer
 from amp_lint.cli.reporting import (
-    EXIT_CLEAN,
     EXIT_ERROR,
     EXIT_FINDINGS,
     PROGRAM,
@@ -32,6 +29,13 @@ from amp_lint.cli.reporting import (
     print_fix_summary,
     report_diff,
     report_findings,
+)
+from amp_lint.cli.streams import (
+    SUBCOMMANDS,
+    closed_streams,
+    print_file_names_as_bytes,
+    read_standard_input,
+    unknown_command,
 )
 from amp_lint.formats import text as text_format
 from amp_lint.formats.output import choose_output, needs_text_edits
@@ -47,12 +51,16 @@ from amp_lint.settings.errors import ConfigError
 from amp_lint.sources.files import has_amp_vocabulary
 from amp_lint.sources.notebooks import is_notebook
 
-SUBCOMMANDS = ("check", "rules", "rule", "verify", "clean", "server")
 STDIN = "-"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
+    closed = closed_streams()
+    if closed:
+        return closed
+    if unknown_command(arguments):
+        return EXIT_ERROR
     if not arguments or arguments[0] not in (*SUBCOMMANDS, "-h", "--help", "--version"):
         # `amp-lint PATH` and `amp-lint --fix PATH` mean `amp-lint check ...`, as in ruff.
         arguments.insert(0, "check")
@@ -61,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_request:  # argparse exits 2 on usage errors, 0 for --help
         return exit_request.code if isinstance(exit_request.code, int) else EXIT_ERROR
     args.explicit_end_of_options = "--" in arguments
-    _print_file_names_as_bytes()
+    print_file_names_as_bytes()
     try:
         with check_options.output_silenced(args):
             status: int = args.run(args)
@@ -70,14 +78,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_FINDINGS
     return status
-
-
-def _print_file_names_as_bytes() -> None:
-    """A file name that is not UTF-8 is printed as the bytes it has on disk (as ls and ruff
-    print it) instead of failing the output with UnicodeEncodeError."""
-    for stream in (sys.stdout, sys.stderr):
-        if isinstance(stream, io.TextIOWrapper):
-            stream.reconfigure(errors="surrogateescape")
 
 
 # Command line
@@ -206,10 +206,10 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     rules = subcommands.add_parser("rules", help="list the rules")
-    rules.set_defaults(run=_run_rules)
+    rules.set_defaults(run=rule_commands.run_rules)
     rule = subcommands.add_parser("rule", help="show a rule's documentation")
     rule.add_argument("rule", metavar="CODE", help="a rule code (AMP001) or name")
-    rule.set_defaults(run=_run_rule)
+    rule.set_defaults(run=rule_commands.run_rule)
     verify = subcommands.add_parser(
         "verify",
         help="run the rules' bad and fixed examples under torch.autocast here (needs torch)",
@@ -217,8 +217,8 @@ def _parser() -> argparse.ArgumentParser:
         "machine's torch and devices; print a table and write a JSON report. Exit 1 when an "
         "example does not behave as its rule documents.",
     )
-    verify.set_defaults(run=_run_verify)
-    _verify_command().add_arguments(verify)
+    verify.set_defaults(run=rule_commands.run_verify)
+    rule_commands.verify_command().add_arguments(verify)
     clean = subcommands.add_parser(
         "clean",
         help="remove the result cache of the project at PATH",
@@ -319,7 +319,11 @@ def _job(path: str, source: bytes, args: argparse.Namespace) -> Job:
 
 def _check_stdin(args: argparse.Namespace, config: Config, reporter: Reporter) -> int:
     """Lint standard input; with --fix, print the fixed source (or the input unchanged)."""
-    source = sys.stdin.buffer.read()
+    try:
+        source = read_standard_input()
+    except OSError as error:
+        reporter.error(f"standard input: {error.strerror or error}")
+        return EXIT_ERROR
     path = args.stdin_filename or STDIN
     excluded = bool(args.stdin_filename) and config.is_excluded(path)
     if excluded:
@@ -348,48 +352,3 @@ def _check_stdin(args: argparse.Namespace, config: Config, reporter: Reporter) -
     sys.stderr.write(text_format.format_findings(outcome.remaining, bool(args.unsafe_fixes)))
     print_fix_summary([outcome], args)
     return exit_status(outcome.remaining, args, reporter)
-
-
-# rules, rule
-
-
-def _run_rules(args: argparse.Namespace) -> int:
-    from amp_lint.pages.rule_pages import fix_availability
-    from amp_lint.rules import all_rules
-
-    rules = all_rules()
-    rows = [("CODE", "NAME", "FIX", "WHAT IT DOES")] + [
-        (rule.code, rule.name, fix_availability(rule).label, " ".join(rule.summary.split()))
-        for rule in rules
-    ]
-    widths = [max(len(row[column]) for row in rows) for column in range(3)]
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths)]
-        print("  ".join([*cells, row[3]]))
-    return EXIT_CLEAN
-
-
-def _verify_command() -> ModuleType:
-    from amp_lint.verify import command  # torch itself is imported only when verify runs
-
-    return command
-
-
-def _run_verify(args: argparse.Namespace) -> int:
-    status: int = _verify_command().run(args)
-    return status
-
-
-def _run_rule(args: argparse.Namespace) -> int:
-    from amp_lint.pages.rule_pages import render_rule
-    from amp_lint.rules import Rule, all_rules
-
-    wanted = args.rule.strip()
-    matches = [rule for rule in all_rules() if wanted.upper() == rule.code or wanted == rule.name]
-    if not matches:
-        known = ", ".join(rule.code for rule in all_rules())
-        Reporter().error(f"unknown rule {wanted!r} (known: {known})")
-        return EXIT_ERROR
-    rule: type[Rule] = matches[0]
-    sys.stdout.write(render_rule(rule))
-    return EXIT_CLEAN

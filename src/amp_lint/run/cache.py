@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import pickle
 import re
 import shutil
 import tempfile
@@ -31,13 +30,15 @@ from pathlib import Path
 from typing import ClassVar
 
 from amp_lint import __version__
+from amp_lint.reading import read_regular_file
+from amp_lint.run.cache_codec import CacheCodecError, decode, encode
 
 DEFAULT_DIRECTORY = ".amp_lint_cache"
-# Bumped when the pickled classes change shape, or the entry layout does, so old entries are
-# never misread.
-_FORMAT = "3"
-# Each entry starts with a checksum of the rest: a damaged entry (a flipped bit unpickles as
-# another valid object often enough) is treated as missing and computed again.
+# Bumped when the entry layout changes, so old entries are never misread (entries name their
+# types and fields: cache_codec.py refuses one whose fields differ from this version's).
+_FORMAT = "4"
+# Each entry starts with a checksum of the rest: a damaged entry (a flipped bit may still
+# decode as other valid data) is treated as missing and computed again.
 _CHECKSUM_BYTES = 16
 _README = (
     b"Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -54,6 +55,8 @@ ENTRY_MAX_AGE = 7 * DAY
 PRUNE_INTERVAL = DAY
 MAX_ENTRIES = 50_000
 MAX_BYTES = 256 * 1024 * 1024
+# One entry: a whole run's findings on torch's own package come to a few MB.
+MAX_ENTRY_BYTES = 64 * 1024 * 1024
 # Pruning for size goes down to this fraction of the bounds, so the next run need not prune.
 _PRUNED_TO = 0.75
 # An interrupted write's temporary file this old is no one's.
@@ -79,15 +82,17 @@ class ResultCache:
     def get(self, key: str) -> object | None:
         path = self._path(key)
         try:
-            data = path.read_bytes()
+            # A regular file, not through a link, of a bounded size: an entry replaced by a
+            # FIFO, a device or a link to one is a miss, not a hang.
+            data = read_regular_file(path, MAX_ENTRY_BYTES, follow_symlinks=False)
         except OSError:
             return None
         checksum, payload = data[:_CHECKSUM_BYTES], data[_CHECKSUM_BYTES:]
         if checksum != _checksum(payload):  # missing, truncated, damaged
             return None
         try:
-            value: object = pickle.loads(payload)
-        except Exception:  # written by a version whose classes differ
+            value = decode(payload)
+        except CacheCodecError:  # not data of this version's types: never evaluated
             return None
         with contextlib.suppress(OSError):  # its last use, which pruning goes by
             os.utime(path)
@@ -96,12 +101,12 @@ class ResultCache:
     def put(self, key: str, value: object) -> None:
         """Best effort: a cache that cannot be written only makes the next run slower."""
         path = self._path(key)
-        with contextlib.suppress(OSError, pickle.PicklingError):
+        with contextlib.suppress(OSError, CacheCodecError):
             path.parent.mkdir(parents=True, exist_ok=True)
             self._mark_directory()
             descriptor, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
             try:
-                payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+                payload = encode(value)
                 with os.fdopen(descriptor, "wb") as file:
                     file.write(_checksum(payload) + payload)
                 os.replace(temporary, path)

@@ -9,6 +9,7 @@ from pathlib import Path
 from amp_lint.analysis.project.index import ClassAssumption, EntryContext
 from amp_lint.findings import Finding
 from amp_lint.run.cache import DEFAULT_DIRECTORY
+from amp_lint.run.cache_codec import cached_type
 from amp_lint.run.runner import Job, Outcome
 from amp_lint.settings.config import Config
 
@@ -31,6 +32,7 @@ def cache_directory(
     return default_cache_directory(config)
 
 
+@cached_type
 @dataclass(frozen=True)
 class CachedResult:
     """An Outcome without the source it was computed from (the key holds its digest)."""

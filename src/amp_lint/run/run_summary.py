@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from amp_lint.formats.text import plural
+from amp_lint.run.cache_codec import cached_type
 from amp_lint.settings.config import Config
 from amp_lint.sources.files import AMP_VOCABULARY, has_amp_vocabulary
 
@@ -28,6 +29,7 @@ MIXED_PRECISION_WORDS = (
 )
 
 
+@cached_type
 @dataclass(frozen=True)
 class RunSummary:
     files: int = 0  # files found to lint

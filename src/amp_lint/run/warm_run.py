@@ -24,6 +24,7 @@ from pathlib import Path
 from amp_lint.findings import Finding
 from amp_lint.formats.text import plural
 from amp_lint.run.cache import ResultCache, digest
+from amp_lint.run.cache_codec import cached_type
 from amp_lint.run.project_run import ProjectResult, RunOptions, lint_sources, report_outcomes
 from amp_lint.run.run_summary import RunSummary, summarise
 from amp_lint.run.runner import Outcome
@@ -41,6 +42,7 @@ def signature(status: os.stat_result) -> Signature:
     return (status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino, status.st_dev)
 
 
+@cached_type
 @dataclass
 class SourceIndex:
     """Path -> (stat signature, digest of the bytes), as of the last run that read them."""
@@ -268,6 +270,7 @@ def read_sources(
     return sources
 
 
+@cached_type
 @dataclass(frozen=True)
 class RememberedRun:
     """A whole run's findings, errors and warnings, without the sources (their digests are

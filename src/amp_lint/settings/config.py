@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
@@ -12,13 +11,9 @@ from pathlib import Path, PurePath
 from amp_lint.settings.errors import ConfigError
 from amp_lint.settings.output_formats import ALIASES, OUTPUT_FORMATS
 from amp_lint.settings.rule_selectors import UnknownSelector, resolve_selectors
+from amp_lint.settings.toml_files import read_toml
 from amp_lint.settings.torch_target import is_file, torch_version_setting, with_torch_version
 from amp_lint.settings.torch_version import SETTING_FORM, TorchVersion, parse_torch_version
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.9 and 3.10 only
-    import tomli as tomllib
 
 
 @dataclass(frozen=True)
@@ -210,13 +205,7 @@ def check_code_prefixes(codes: Sequence[str], where: str) -> tuple[str, ...]:
 
 
 def _read_table(path: Path, *, required: bool) -> dict[str, object] | None:
-    try:
-        with path.open("rb") as file:
-            document = tomllib.load(file)
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path}: invalid TOML: {error}") from None
+    document = read_toml(path)
     tool = document.get("tool")
     table = tool.get("amp-lint") if isinstance(tool, dict) else None
     if table is None:

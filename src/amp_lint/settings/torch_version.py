@@ -11,13 +11,11 @@ supported torch has 2.4's API".
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.9 and 3.10 only
-    import tomli as tomllib
+from amp_lint.reading import read_regular_file
+from amp_lint.settings.errors import ConfigError
+from amp_lint.settings.toml_files import MAX_CONFIG_BYTES, read_toml
 
 # (major, minor) or (major, minor, patch).
 TorchVersion = tuple[int, ...]
@@ -64,9 +62,8 @@ def dependency_torch_version(pyproject: Path) -> tuple[TorchVersion, str] | None
     from; None unless every torch requirement there bounds it from below (no torch, an
     unbounded `torch`, a URL, dynamic dependencies, an unreadable file: nothing is assumed)."""
     try:
-        with pyproject.open("rb") as file:
-            document = tomllib.load(file)
-    except (OSError, tomllib.TOMLDecodeError):
+        document = read_toml(pyproject)
+    except ConfigError:
         return None
     project = document.get("project")
     dependencies = project.get("dependencies") if isinstance(project, dict) else None
@@ -91,7 +88,7 @@ def requirements_torch_version(requirements: Path) -> tuple[TorchVersion, str] |
     the line it was read from; None as for `dependency_torch_version`. Options (`-r`, `-e`,
     `--index-url`) and comments are skipped; a file it includes is not followed."""
     try:
-        text = requirements.read_text(encoding="utf-8", errors="replace")
+        text = read_regular_file(requirements, MAX_CONFIG_BYTES).decode("utf-8", "replace")
     except OSError:
         return None
     lines = [line.split(" #", 1)[0].strip() for line in text.splitlines()]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
 
+from amp_lint.reading import UnreadableFile, read_regular_file
 from amp_lint.settings.config import Config
 from amp_lint.sources.gitignore import WalkFilter, ignores_named_path
 
@@ -246,12 +247,7 @@ def has_amp_vocabulary(source: bytes, config: Config) -> bool:
 MAX_SOURCE_BYTES = 16 * 1024 * 1024
 
 
-class UnreadableSource(OSError):
-    """A path that is not a regular file, or one past MAX_SOURCE_BYTES; `strerror` says which."""
-
-    def __init__(self, reason: str, *, too_large: bool = False) -> None:
-        super().__init__(errno.EINVAL, reason)
-        self.too_large = too_large
+UnreadableSource = UnreadableFile
 
 
 def read_source(path: Path | str) -> bytes:
@@ -260,33 +256,14 @@ def read_source(path: Path | str) -> bytes:
 
     Raises OSError (UnreadableSource for those two refusals).
     """
-    # Non-blocking, so that opening a FIFO returns at once instead of waiting for a writer.
-    non_blocking = getattr(os, "O_NONBLOCK", 0)
-    descriptor = os.open(path, os.O_RDONLY | non_blocking)
-    with os.fdopen(descriptor, "rb") as file:
-        status = os.fstat(descriptor)
-        if not stat.S_ISREG(status.st_mode):
-            raise UnreadableSource(f"not a regular file ({_file_kind(status.st_mode)})")
-        if non_blocking:
-            os.set_blocking(descriptor, True)
-        data = file.read(MAX_SOURCE_BYTES + 1)
-    if len(data) > MAX_SOURCE_BYTES:
+    try:
+        return read_regular_file(path, MAX_SOURCE_BYTES)
+    except UnreadableFile as error:
+        if not error.too_large:
+            raise
         raise UnreadableSource(
             f"not analysed: larger than {MAX_SOURCE_BYTES // (1024 * 1024)} MB", too_large=True
-        )
-    return data
-
-
-def _file_kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a file"
+        ) from None
 
 
 # Writing fixes back
