@@ -182,3 +182,21 @@ def test_bad_job_counts_are_usage_errors(tmp_path: Path, count: str) -> None:
     assert result.returncode == 2
     assert "--jobs" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("pattern", "left_out"),
+    [
+        ("**/gen/*", {"gen/x.py", "a/gen/y.py"}),  # `**/` also matches no directory, as in ruff
+        ("a/**/y.py", {"a/gen/y.py"}),
+        ("a/**/z.py", {"a/z.py"}),
+        ("gen", {"gen/x.py", "a/gen/y.py"}),  # a name matches at any depth
+    ],
+)
+def test_double_star_globs_match_as_ruffs_do(
+    tmp_path: Path, pattern: str, left_out: set[str]
+) -> None:
+    files = {"gen/x.py", "a/gen/y.py", "a/z.py", "top.py"}
+    for name in files:
+        write(tmp_path, name)
+    assert linted(check(tmp_path, "--exclude", pattern, ".")) == files - left_out

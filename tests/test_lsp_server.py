@@ -255,6 +255,10 @@ async def test_quick_fixes_fix_all_noqa_and_hover(client: LanguageClient, tmp_pa
     assert hover is not None and isinstance(hover.contents, types.MarkupContent)
     assert hover.contents.value.startswith("**AMP004** `half-division`: ")
     assert "Measured: the bad example gives nonfinite" in hover.contents.value
+    # Paths as `amp-lint check` prints them: relative (to the workspace folder here).
+    assert "train.py:9" in hover.contents.value
+    assert str(tmp_path) not in hover.contents.value
+    assert str(tmp_path) not in half_division.message
     nothing = await client.text_document_hover_async(
         types.HoverParams(types.TextDocumentIdentifier(model_uri), types.Position(0, 0))
     )

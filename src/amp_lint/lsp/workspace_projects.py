@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from amp_lint.analysis.project.memo import ProjectMemo
@@ -147,10 +147,23 @@ class WorkspaceProjects:
             outcomes = lint_project(sources, resolved.config, options, memo).outcomes
             results.update(dict.fromkeys(sources, FileResult()))
             for outcome in outcomes:
+                findings = tuple(self._as_shown(finding) for finding in outcome.remaining)
                 results[outcome.path] = FileResult(
-                    tuple(outcome.remaining), outcome.error, outcome.notice, outcome.fixed_source
+                    findings, outcome.error, outcome.notice, outcome.fixed_source
                 )
         return results
+
+    def _as_shown(self, finding: Finding) -> Finding:
+        """The finding with the paths its message names (a call chain, another file's
+        definition) relative to the workspace folder, as `amp-lint check` prints them
+        relative to where it runs; the editor shows the message in hover and problems."""
+        texts = [finding.message, finding.summary]
+        for folder in sorted(self.folders, key=lambda path: len(str(path)), reverse=True):
+            prefix = f"{folder}{os.sep}"
+            texts = [text.replace(prefix, "") for text in texts]
+        if texts == [finding.message, finding.summary]:
+            return finding
+        return replace(finding, message=texts[0], summary=texts[1])
 
     def _report_once(self, message: str) -> None:
         """A bad config file is named once, not after every keystroke."""

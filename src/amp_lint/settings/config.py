@@ -102,11 +102,23 @@ def _path_matches(path: str, pattern: str, root: str) -> bool:
     except ValueError:  # outside the root: match the path as written
         relative = pure.as_posix()
     relative = relative.removeprefix("./")
-    return (
-        fnmatch.fnmatch(relative, pattern)
-        or fnmatch.fnmatch(pure.name, pattern)
-        or fnmatch.fnmatch(relative, pattern.rstrip("/") + "/*")
+    return any(
+        fnmatch.fnmatch(relative, variant)
+        or fnmatch.fnmatch(pure.name, variant)
+        or fnmatch.fnmatch(relative, variant.rstrip("/") + "/*")
+        for variant in _glob_variants(pattern)
     )
+
+
+def _glob_variants(pattern: str) -> set[str]:
+    """`pattern` and its forms with each `**/` matching no directory, as in ruff's globs:
+    `**/gen/*` matches `gen/x.py` at the root, `a/**/b.py` matches `a/b.py`."""
+    variants = {pattern}
+    while True:
+        more = {v.replace("**/", "", 1) for v in variants if "**/" in v} - variants
+        if not more or len(variants) > 64:
+            return variants
+        variants |= more
 
 
 PYPROJECT = "pyproject.toml"
