@@ -68,20 +68,43 @@ def finfo_limit(
     return cst.parse_expression(f"{torch}.finfo({code}.dtype).{limit}"), needs_import
 
 
-def fp32_island(line: cst.SimpleStatementLine, device_code: str, torch: str) -> cst.With:
+def fp32_island(
+    line: cst.SimpleStatementLine, device_code: str, torch: str, *, scripted: bool = False
+) -> cst.With | cst.If:
     """Wrap one statement line in `with torch.autocast(device, enabled=False):`.
 
     Comments above the statement stay above the `with`; its trailing comment stays on it.
+    In code TorchScript may compile (`scripted`), a device that is not a literal
+    (`x.device.type`) fails to script ("Autocast device argument must be a constant"): the
+    island then runs only in eager mode, behind `torch.jit.is_scripting()` as timm writes it,
+    and the scripted branch keeps the statement as it was (no constant device is known here;
+    TorchScript's own autocast is left as the code had it).
     """
     header = cst.parse_statement(
         f"with {torch}.autocast({device_code}, enabled=False):\n    pass\n"
     )
     assert isinstance(header, cst.With)
     inner = line.with_changes(leading_lines=[])
-    return header.with_changes(
+    island = header.with_changes(body=cst.IndentedBlock(body=[inner]))
+    if not scripted or _is_string_literal(device_code):
+        return island.with_changes(leading_lines=line.leading_lines)
+    guard = cst.parse_statement(f"if {torch}.jit.is_scripting():\n    pass\nelse:\n    pass\n")
+    assert isinstance(guard, cst.If) and guard.orelse is not None
+    return guard.with_changes(
         leading_lines=line.leading_lines,
-        body=cst.IndentedBlock(body=[inner]),
+        body=cst.IndentedBlock(body=[inner.with_changes(trailing_whitespace=_NEWLINE)]),
+        orelse=guard.orelse.with_changes(body=cst.IndentedBlock(body=[island])),
     )
+
+
+_NEWLINE = cst.TrailingWhitespace()
+
+
+def _is_string_literal(code: str) -> bool:
+    try:
+        return isinstance(cst.parse_expression(code), cst.SimpleString)
+    except cst.ParserSyntaxError:
+        return False
 
 
 def device_code_for_island(
@@ -113,9 +136,12 @@ def call_in_fp32_island(
     region_device: str | None,
     device_expr: cst.BaseExpression | None,
     names: ModuleNames,
-) -> tuple[cst.With, bool] | None:
+    *,
+    scripted: bool = False,
+) -> tuple[cst.With | cst.If, bool] | None:
     """`line` rewritten as an fp32 island around itself, with `.float()` on `tensors` (some of
-    `call`'s arguments); and whether `import torch` must be added. None without a device."""
+    `call`'s arguments); and whether `import torch` must be added. None without a device.
+    `scripted`: the code may be compiled by TorchScript (fp32_island)."""
     device = device_code_for_island(region_device, device_expr, tensors[0] if tensors else None)
     if device is None:
         return None
@@ -129,4 +155,4 @@ def call_in_fp32_island(
     )
     new_line = line.deep_replace(call, new_call)
     assert isinstance(new_line, cst.SimpleStatementLine)
-    return fp32_island(new_line, device, torch), needs_import
+    return fp32_island(new_line, device, torch, scripted=scripted), needs_import

@@ -168,7 +168,13 @@ flagged for the same float32-only design but have no runtime case of their own y
             return None
         uncast = [t for t in tensors if not _is_float_call(t)]
         island = call_in_fp32_island(
-            line, node, uncast, region.device, region.device_expr, ctx.facts.names
+            line,
+            node,
+            uncast,
+            region.device,
+            region.device_expr,
+            ctx.facts.names,
+            scripted=ctx.facts.may_be_scripted,
         )
         if island is None:
             return None

@@ -350,7 +350,7 @@ def _island_fix(
     return Fix(
         FixSafety.UNSAFE,
         "Run it with autocast disabled",
-        edits=(Edit(line, fp32_island(line, device, torch)),),
+        edits=(Edit(line, fp32_island(line, device, torch, scripted=ctx.facts.may_be_scripted)),),
         imports=("torch",) if needs_import else (),
     )
 

@@ -226,7 +226,13 @@ def _island_fix(
         return None
     tensors = _tensor_arguments(node, ctx)
     island = call_in_fp32_island(
-        line, node, tensors, region.device, region.device_expr, ctx.facts.names
+        line,
+        node,
+        tensors,
+        region.device,
+        region.device_expr,
+        ctx.facts.names,
+        scripted=ctx.facts.may_be_scripted,
     )
     if island is None:
         return None

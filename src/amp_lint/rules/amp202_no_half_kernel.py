@@ -365,7 +365,9 @@ def _fix(
     return Fix(
         FixSafety.SAFE if island_changes_only_the_call(line) else FixSafety.UNSAFE,
         "Run it in an fp32 island",
-        edits=(Edit(line, fp32_island(new_line, device, torch)),),
+        edits=(
+            Edit(line, fp32_island(new_line, device, torch, scripted=ctx.facts.may_be_scripted)),
+        ),
         imports=("torch",) if needs_import else (),
     )
 

@@ -117,6 +117,8 @@ class TorchCalls:
         return None
 
     def qualified_call(self, qualified: str, node: cst.Call, frame: Frame) -> Value:
+        if qualified in semantics.FALSE_IN_EAGER_MODE:
+            return Value(OTHER, truth=False)
         if qualified.startswith("math."):
             return Value(SCALAR)
         if qualified.startswith("einops."):

@@ -9,8 +9,12 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from amp_lint.analysis.project.index import ProjectIndex
+from amp_lint.analysis.syntax.code_text import mentions_in_code
 from amp_lint.analysis.syntax.names import ModuleNames
 from amp_lint.settings.config import Config
+
+# What code that TorchScript may compile says: `torch.jit.script`, `jit.is_scripting()`, ...
+TORCHSCRIPT_WORDS = (b"jit.", b"is_scripting", b"scriptmodule")
 
 
 @dataclass
@@ -27,6 +31,17 @@ class ModuleFacts:
     # The linted files of the run when the module is linted as part of a project (set by the
     # Interpreter, which receives it); None for a file linted on its own.
     project: ProjectIndex | None = field(default=None, repr=False)
+    _scripted: bool | None = field(default=None, repr=False)
+
+    @property
+    def may_be_scripted(self) -> bool:
+        """Whether the module's code may run under TorchScript: it names `torch.jit` at all
+        (`torch.jit.script(...)`, `@torch.jit.export`, `is_scripting()`). A scripted
+        function accepts only a constant device in `torch.autocast(...)`."""
+        if self._scripted is None:
+            source = self.source if self.source is not None else self.module.code.encode()
+            self._scripted = mentions_in_code(source, TORCHSCRIPT_WORDS)
+        return self._scripted
 
     @property
     def positions(self) -> Mapping[cst.CSTNode, CodeRange]:

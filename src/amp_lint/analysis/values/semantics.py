@@ -233,6 +233,12 @@ _FUNCTION_NAMESPACES = (
     ("torch.", ""),
 )
 
+# Calls that are False wherever eager autocast runs: `if torch.jit.is_scripting():` selects
+# code that only TorchScript runs, which eager autocast never casts (timm's idiom around
+# autocast and checkpointing). `torch.jit.is_tracing()` is not here: tracing runs the eager
+# ops, autocast included; nor `torch.compiler.is_compiling()`: compiled code keeps autocast.
+FALSE_IN_EAGER_MODE = frozenset({"torch.jit.is_scripting", "torch._jit_internal.is_scripting"})
+
 
 def op_name_for_function(qualified: str) -> str | None:
     """`torch.nn.functional.softmax` -> "softmax", `torch.linalg.inv` -> "linalg_inv"."""
