@@ -304,3 +304,61 @@ def test_flake8_warns_once_about_settings_it_applies_to_one_file_only(tmp_path: 
         '"16-mixed" reaches only classes defined in the checked file; `amp-lint check` follows '
         "it into the classes' other files"
     ]
+
+
+# `extend`: another config file's settings underneath this one's, as in ruff
+
+
+def test_extend_inherits_and_overrides(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "shared/pyproject.toml": (
+                '[tool.amp-lint]\nignore = ["AMP4"]\nassume-autocast = "float16"\n'
+            ),
+            "proj/pyproject.toml": (
+                '[tool.amp-lint]\nextend = "../shared/pyproject.toml"\nignore = []\n'
+            ),
+            "proj/old.py": DEPRECATED,
+        },
+    )
+    shown = amp_lint(tmp_path / "proj", "check", "--show-settings", "old.py").stdout.splitlines()
+    assert 'assume-autocast = "float16"' in shown  # inherited
+    assert "ignore = []" in shown  # this file's own value wins
+    # AMP401 is ignored by the shared file and not any more by the project's own.
+    assert "old.py:3:6: AMP401" in amp_lint(tmp_path / "proj", "check", "old.py").stdout
+    write(
+        tmp_path, {"proj/pyproject.toml": '[tool.amp-lint]\nextend = "../shared/pyproject.toml"\n'}
+    )
+    assert amp_lint(tmp_path / "proj", "check", "old.py").stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("files", "said"),
+    [
+        ({"a/pyproject.toml": '[tool.amp-lint]\nextend = "missing.toml"\n'}, "does not exist"),
+        (
+            {
+                "a/pyproject.toml": '[tool.amp-lint]\nextend = "../b/pyproject.toml"\n',
+                "b/pyproject.toml": '[tool.amp-lint]\nextend = "../a/pyproject.toml"\n',
+            },
+            "goes round in a circle",
+        ),
+        ({"a/pyproject.toml": "[tool.amp-lint]\nextend = 3\n"}, "must be a path"),
+        (
+            {
+                "a/pyproject.toml": '[tool.amp-lint]\nextend = "../b/pyproject.toml"\n',
+                "b/pyproject.toml": "[tool.other]\n",
+            },
+            "no [tool.amp-lint] table",
+        ),
+    ],
+)
+def test_a_broken_extend_is_one_error_line(
+    tmp_path: Path, files: dict[str, str], said: str
+) -> None:
+    write(tmp_path, {**files, "a/old.py": DEPRECATED})
+    result = amp_lint(tmp_path / "a", "check", "old.py")
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and said in errors[0], result.stderr

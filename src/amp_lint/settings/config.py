@@ -11,7 +11,7 @@ from pathlib import Path, PurePath
 from amp_lint.settings.errors import ConfigError
 from amp_lint.settings.output_formats import ALIASES, OUTPUT_FORMATS
 from amp_lint.settings.rule_selectors import UnknownSelector, resolve_selectors
-from amp_lint.settings.toml_files import read_toml
+from amp_lint.settings.toml_files import amp_lint_table
 from amp_lint.settings.torch_target import is_file, torch_version_setting, with_torch_version
 from amp_lint.settings.torch_version import SETTING_FORM, TorchVersion, parse_torch_version
 
@@ -217,16 +217,7 @@ def check_code_prefixes(codes: Sequence[str], where: str) -> tuple[str, ...]:
 
 
 def _read_table(path: Path, *, required: bool) -> dict[str, object] | None:
-    document = read_toml(path)
-    tool = document.get("tool")
-    table = tool.get("amp-lint") if isinstance(tool, dict) else None
-    if table is None:
-        if required:
-            raise ConfigError(f"{path}: no [tool.amp-lint] table")
-        return None
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: tool.amp-lint must be a table")
-    return table
+    return amp_lint_table(path, required=required)
 
 
 def _config_from_table(table: dict[str, object], path: Path) -> Config:
