@@ -6,8 +6,10 @@ for tools."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import stat
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -482,3 +484,64 @@ def test_unknown_format_is_a_usage_error(project: Path) -> None:
     status, _, err = check(project, "--output-format", "xml", ".")
     assert status == 2
     assert "invalid choice" in err
+
+
+# --output-file writes a regular file, and only that
+
+
+def _device(tmp_path: Path) -> Path:
+    """A character device like /dev/null (1, 3) made under tmp_path: a regression must not
+    replace the machine's own."""
+    path = tmp_path / "null"
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except (PermissionError, AttributeError):
+        pytest.skip("making a device node needs root")
+    return path
+
+
+def test_output_file_refuses_what_is_not_a_regular_file(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(_DEPRECATED_SOURCE)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "folder").mkdir()
+    for target, kind in (
+        (_device(tmp_path), "a device"),
+        (fifo, "a FIFO"),
+        (tmp_path / "folder", "a directory"),
+    ):
+        before = os.lstat(target)
+        result = amp_lint(tmp_path, "check", "--no-cache", "--output-file", str(target), "train.py")
+        assert result.returncode == 2
+        errors = [line for line in result.stderr.splitlines() if ": error: " in line]
+        assert errors == [
+            f"amp-lint: error: {target}: cannot write: not a regular file ({kind}); not replaced"
+        ]
+        after = os.lstat(target)
+        assert (after.st_mode, after.st_ino, after.st_rdev) == (
+            before.st_mode,
+            before.st_ino,
+            before.st_rdev,
+        )
+
+
+def test_output_file_writes_through_a_link_and_keeps_the_mode(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(_DEPRECATED_SOURCE)
+    report = tmp_path / "report.txt"
+    report.write_text("old\n")
+    report.chmod(0o640)
+    link = tmp_path / "link.txt"
+    link.symlink_to(report.name)
+    result = amp_lint(tmp_path, "check", "--no-cache", "--output-file", "link.txt", "train.py")
+    assert result.returncode == 1, result.stderr
+    assert link.is_symlink() and "AMP401" in report.read_text()
+    assert stat.S_IMODE(report.stat().st_mode) == 0o640
+    read_only = tmp_path / "read-only.txt"
+    read_only.write_text("kept\n")
+    read_only.chmod(0o444)
+    refused = amp_lint(tmp_path, "check", "--no-cache", "--output-file", str(read_only), "train.py")
+    assert refused.returncode == 2 and "the file is read-only" in refused.stderr
+    assert read_only.read_text() == "kept\n" and stat.S_IMODE(read_only.stat().st_mode) == 0o444
+
+
+_DEPRECATED_SOURCE = "import torch\n\nwith torch.cuda.amp.autocast():\n    pass\n"

@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 from amp_lint.formats import ALIASES, OUTPUT_FORMATS, TEXT_EDIT_FORMATS, canonical_format
 from amp_lint.formats.listing import Listing
+from amp_lint.reading import file_kind
 from amp_lint.settings.config import Config
 from amp_lint.settings.errors import ConfigError
+from amp_lint.sources.fix_writing import WriteRefused, write_atomically
 
 # Format -> (module in amp_lint.formats, its function), imported only when asked for: a
 # pre-commit run prints the concise format and should not pay for XML or SARIF.
@@ -35,18 +38,32 @@ def render(output_format: str, listing: Listing) -> str:
 
 
 def write_report(path: Path, report: str) -> None:
-    """Write the report whole or not at all: to a temporary file beside `path`, renamed over
-    it, so that a CI step reading the file never sees half a report. Missing directories are
-    created. Raises OSError."""
+    """Write the report whole or not at all, so that a CI step reading the file never sees
+    half a report. A new file is written beside `path` and renamed over it (missing
+    directories are created). An existing path must be a regular file, written through a
+    symbolic link to it, keeping its mode (fix_writing.write_atomically): a device such as
+    /dev/null, a FIFO, a socket or a directory is refused, not replaced (as root, a rename
+    over /dev/full made it a regular file), and so is a read-only file. Raises OSError."""
+    data = report.encode("utf-8", "surrogateescape")
+    target = path.resolve()  # through links, a dangling one included
+    try:
+        status = os.stat(target)
+    except FileNotFoundError:
+        _write_new(target, data)
+        return
+    if not stat.S_ISREG(status.st_mode):
+        raise WriteRefused(f"not a regular file ({file_kind(status.st_mode)}); not replaced")
+    write_atomically(target, data)
+
+
+def _write_new(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor, temporary = tempfile.mkstemp(
         dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
     )
     try:
-        with os.fdopen(
-            descriptor, "w", encoding="utf-8", errors="surrogateescape", newline=""
-        ) as file:
-            file.write(report)
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(data)
         os.chmod(temporary, 0o666 & ~_umask())
         os.replace(temporary, path)
     except BaseException:
