@@ -1,8 +1,8 @@
 """Fixes keep scripted code scriptable: an fp32 island whose device is not a literal
 (`torch.autocast(h.device.type, enabled=False)`) makes the scripted module raise
-"Autocast device argument must be a constant" when it runs, so in code TorchScript may compile the island
-runs only in eager mode, behind `torch.jit.is_scripting()`. Run on CPU torch: the fixed
-module scripts, and its eager forward runs in float32 under autocast."""
+"Autocast device argument must be a constant" when it runs, so in code TorchScript may
+compile the island runs only in eager mode, behind `torch.jit.is_scripting()`. Run on CPU
+torch: the fixed module scripts, and its eager forward runs in float32 under autocast."""
 
 from __future__ import annotations
 

@@ -288,3 +288,32 @@ def test_show_settings_says_where_the_version_came_from(project: Path) -> None:
     assert "[project] dependencies" in line and "torch>=2.1" in line
     done = amp_lint(project, "check", "--show-settings", "--torch-version", "2.4.1", "train.py")
     assert 'torch-version = "2.4.1"  # from --torch-version' in done.stdout
+
+
+def test_findings_the_target_holds_back_are_said_on_the_summary(tmp_path: Path) -> None:
+    """A `torch>=2.2` floor leaves out findings whose fixes need 2.4: the summary says how
+    many, which release they need and where the target came from, on cold and warm runs."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\ndependencies = ["torch>=2.2"]\n\n[tool.amp-lint]\n'
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch\n\n\n"
+        "class Scaled(torch.autograd.Function):\n"
+        "    @staticmethod\n    @torch.cuda.amp.custom_fwd\n"
+        "    def forward(ctx, x):\n        return x * 2\n\n\n"
+        "scaler = torch.cuda.amp.GradScaler()\n"
+    )
+    said = (
+        "2 findings not reported: their fixes need torch >= 2.4, and the torch-version target "
+        f"is 2.2 ([project] dependencies of {tmp_path / 'pyproject.toml'}: torch>=2.2); "
+        "--torch-version 2.4 shows them."
+    )
+    cache = tmp_path / "cache"
+    for run in ("cold", "warm"):
+        result = amp_lint(tmp_path, "check", "--cache-dir", str(cache), ".")
+        assert (result.returncode, result.stdout) == (0, ""), run
+        assert said in result.stderr.splitlines(), (run, result.stderr)
+    shown = amp_lint(tmp_path, "check", "--no-cache", "--torch-version", "2.4", ".")
+    assert shown.returncode == 1 and len(shown.stdout.splitlines()) == 2
+    assert "not reported" not in shown.stderr
+    assert "not reported" not in amp_lint(tmp_path, "check", "-q", "--no-cache", ".").stderr

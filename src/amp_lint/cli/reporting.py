@@ -54,6 +54,7 @@ def report_findings(
     fixed = any(outcome.fixed for outcome in outcomes)
     if checked is not None and not remaining and not fixed:
         _print_checked_summary(*checked, args, reporter)
+    _print_held_back(outcomes, args)
     status = exit_status(remaining, args, reporter)
     # --exit-non-zero-on-fix: a fix is a change to review, as in ruff.
     fix_fails = args.fix and getattr(args, "exit_non_zero_on_fix", False) and not args.exit_zero
@@ -120,6 +121,25 @@ def _print_found_summary(remaining: list[Finding], args: argparse.Namespace) -> 
         )
     suffix = f" ({', '.join(details)})" if details else ""
     _summary(f"Found {plural(len(remaining), 'finding')}{suffix}.")
+
+
+def _print_held_back(outcomes: list[Outcome], args: argparse.Namespace) -> None:
+    """Findings held back by the torch-version target are said, not silently dropped:
+    "4 findings need torch >= 2.4; the torch-version target is 2.2 (from ...)"."""
+    held = [entry for outcome in outcomes for entry in outcome.held_back]
+    if not held or args.quiet:
+        return
+    needed = max((release for release, _ in held), key=_release_key)
+    targets = sorted({target for _, target in held})
+    target = targets[0] if len(targets) == 1 else f"{len(targets)} targets, {targets[0]} among them"
+    _summary(
+        f"{plural(len(held), 'finding')} not reported: their fixes need torch >= {needed}, "
+        f"and the torch-version target is {target}; --torch-version {needed} shows them."
+    )
+
+
+def _release_key(release: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in release.split(".") if part.isdigit())
 
 
 def print_fix_summary(outcomes: list[Outcome], args: argparse.Namespace) -> None:

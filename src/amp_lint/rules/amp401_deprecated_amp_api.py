@@ -198,10 +198,12 @@ it could leave the block empty); flake8's F401 points it out."""
         # Fallbacks for old PyTorch keep the old spelling on purpose and never run on 2.4+.
         compatibility_code = fallback_nodes(facts.module)
         target = facts.config.torch_version
-        scan.uses = [
-            use
-            for use in scan.uses
-            if id(use.node) not in compatibility_code and _reported_on(use, target)
+        live = [use for use in scan.uses if id(use.node) not in compatibility_code]
+        scan.uses = [use for use in live if _reported_on(use, target)]
+        self._held_back = [
+            format_torch_version(use.api.replacement_since)
+            for use in live
+            if not _reported_on(use, target)
         ]
         torch = torch_spelling(names)
         quote = "'" if scan.single_quoted > scan.double_quoted else '"'
@@ -218,6 +220,9 @@ it could leave the block empty); flake8's F401 points it out."""
             if through:
                 needs_torch = torch == "torch" and "torch" not in names.bindings
                 yield import_report(statement, through, needs_torch, exported, target)
+
+    def held_back(self) -> list[str]:
+        return list(getattr(self, "_held_back", ()))
 
 
 def _reported_on(use: ApiUse, target: TorchVersion | None) -> bool:

@@ -80,6 +80,12 @@ class Rule:
         """Called once per module, for rules that need no execution context."""
         return iter(())
 
+    def held_back(self) -> list[str]:
+        """After the module is checked: the torch release each finding needs that the rule
+        did not report because the targeted torch (`torch-version`) is older; the run's
+        summary says so, rather than staying silent about them."""
+        return []
+
 
 def registered_rules() -> dict[str, type[Rule]]:
     return dict(sorted(_REGISTRY.items()))

@@ -32,6 +32,7 @@ from amp_lint.parse.parse_guard import refused_by_cpython
 from amp_lint.rules import Report, Rule, all_rules
 from amp_lint.run.rule_reports import RuleObserver, to_findings
 from amp_lint.settings.config import Config
+from amp_lint.settings.torch_version import format_torch_version
 from amp_lint.suppressions.comments import NoqaMap
 
 MAX_FIX_PASSES = 5
@@ -75,6 +76,9 @@ class FileAnalysis:
     dependencies: list[str]
     # Findings of this file its noqa comments suppressed (for unused-noqa, AMP900).
     suppressed: list[Finding] = field(default_factory=list)
+    # Findings no rule reported because the torch-version target is too old for their fix:
+    # (the release each needs, the target and where it was read).
+    held_back: list[tuple[str, str]] = field(default_factory=list)
 
 
 def parse_source(source: bytes, path: str) -> cst.Module:
@@ -255,7 +259,15 @@ def _analyse_module(
             found,
             sorted(interpreter.dependencies),
             [f.portable() for f in hidden],
+            _held_back(rules, config),
         )
+
+
+def _held_back(rules: list[Rule], config: Config) -> list[tuple[str, str]]:
+    if config.torch_version is None:
+        return []
+    target = f"{format_torch_version(config.torch_version)} ({config.torch_version_source})"
+    return [(release, target) for rule in rules for release in rule.held_back()]
 
 
 class ProjectLoader:

@@ -44,6 +44,7 @@ class CachedResult:
     dependencies: tuple[tuple[str, str], ...]  # (path, digest of its source)
     notice: str | None = None
     suppressed: tuple[Finding, ...] = ()
+    held_back: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(cls, outcome: Outcome, dependencies: tuple[tuple[str, str], ...]) -> CachedResult:
@@ -55,6 +56,7 @@ class CachedResult:
             dependencies,
             outcome.notice,
             tuple(outcome.suppressed),
+            tuple(outcome.held_back),
         )
 
     def outcome(self, job: Job) -> Outcome:
@@ -68,4 +70,5 @@ class CachedResult:
             dependencies=[path for path, _ in self.dependencies],
             notice=self.notice,
             suppressed=list(self.suppressed),
+            held_back=list(self.held_back),
         )

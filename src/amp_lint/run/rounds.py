@@ -55,6 +55,7 @@ class FileState:
     notice: str | None = None
     # (code, line) of the findings its noqa comments suppressed, for unused-noqa (AMP900).
     suppressed: set[tuple[str, int]] = field(default_factory=set)
+    held_back: list[tuple[str, str]] = field(default_factory=list)  # FileAnalysis.held_back
 
 
 class Rounds:
@@ -182,6 +183,7 @@ class Rounds:
             state = self.states[outcome.path]
             state.error = state.error or outcome.error
             state.notice = state.notice or outcome.notice
+            state.held_back = state.held_back or list(outcome.held_back)
             for finding in outcome.remaining:
                 owner = state if finding.path == outcome.path else self._placed(finding)
                 if owner is not None:
@@ -261,8 +263,9 @@ class Rounds:
         found = []
         for path, state in self.states.items():
             unused = self._unused_noqa(path, state)
-            if state.findings or unused or state.error or state.notice:
+            if state.findings or unused or state.error or state.notice or state.held_back:
                 outcome = Outcome(path, self.sources[path], error=state.error, notice=state.notice)
+                outcome.held_back = state.held_back
                 findings = [*state.findings.values(), *unused]
                 outcome.remaining = sorted(findings, key=lambda f: f.sort_key)
                 found.append(outcome)

@@ -71,6 +71,7 @@ class Outcome:
     parsed: bool = False  # False when the first pass showed there was nothing to find
     dependencies: list[str] = field(default_factory=list)  # see FileAnalysis
     suppressed: list[Finding] = field(default_factory=list)  # by noqa comments, for AMP900
+    held_back: list[tuple[str, str]] = field(default_factory=list)  # see FileAnalysis
 
 
 # The project index of the run, set once per worker process (see JobRunner).
@@ -137,6 +138,7 @@ def _lint_or_fix(job: Job, config: Config, outcome: Outcome) -> None:
         outcome.outgoing, outcome.assumptions = analysis.outgoing, analysis.assumptions
         outcome.dependencies = analysis.dependencies
         outcome.suppressed = analysis.suppressed
+        outcome.held_back = analysis.held_back
 
 
 def _one_line(message: str) -> str:

@@ -276,18 +276,30 @@ class RememberedRun:
     """A whole run's findings, errors and warnings, without the sources (their digests are
     the key)."""
 
-    outcomes: tuple[tuple[str, tuple[Finding, ...], str | None, str | None], ...]
+    outcomes: tuple[
+        tuple[str, tuple[Finding, ...], str | None, str | None, tuple[tuple[str, str], ...]], ...
+    ]
     summary: RunSummary = field(default_factory=RunSummary)
 
     @classmethod
     def of(cls, result: ProjectResult) -> RememberedRun:
-        outcomes = tuple((o.path, tuple(o.remaining), o.error, o.notice) for o in result.outcomes)
+        outcomes = tuple(
+            (o.path, tuple(o.remaining), o.error, o.notice, tuple(o.held_back))
+            for o in result.outcomes
+        )
         return cls(outcomes, result.summary)
 
     def result(self) -> ProjectResult:
         outcomes = [
-            Outcome(path, b"", remaining=list(remaining), error=error, notice=notice)
-            for path, remaining, error, notice in self.outcomes
+            Outcome(
+                path,
+                b"",
+                remaining=list(remaining),
+                error=error,
+                notice=notice,
+                held_back=list(held_back),
+            )
+            for path, remaining, error, notice, held_back in self.outcomes
         ]
         return ProjectResult(outcomes, parsed=0, summary=self.summary)
 
