@@ -317,3 +317,69 @@ def test_findings_the_target_holds_back_are_said_on_the_summary(tmp_path: Path) 
     assert shown.returncode == 1 and len(shown.stdout.splitlines()) == 2
     assert "not reported" not in shown.stderr
     assert "not reported" not in amp_lint(tmp_path, "check", "-q", "--no-cache", ".").stderr
+
+
+CUSTOM_FWD = (
+    "import torch\n\n\n"
+    "class Scaled(torch.autograd.Function):\n"
+    "    @staticmethod\n    @torch.cuda.amp.custom_fwd\n"
+    "    def forward(ctx, x):\n        return x * 2\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("files", "source"),
+    [
+        (
+            {"setup.py": 'from setuptools import setup\nsetup(install_requires=["torch>=2.2"])\n'},
+            "install_requires of {}/setup.py: torch>=2.2",
+        ),
+        (
+            {"setup.py": 'REQS = ["numpy", "torch >= 2.2, < 3"]\nsetup(install_requires=REQS)\n'},
+            "install_requires of {}/setup.py: torch >= 2.2, < 3",
+        ),
+        (
+            {"setup.cfg": "[options]\ninstall_requires =\n    numpy\n    torch>=2.2\n"},
+            "install_requires of {}/setup.cfg: torch>=2.2",
+        ),
+        (
+            {"requirements/base.txt": "torch>=2.3\n", "requirements/old.txt": "torch>=2.2\n"},
+            "{}/requirements/*.txt: torch>=2.3, torch>=2.2",
+        ),
+        (
+            {
+                "pyproject.toml": '[project]\nname = "p"\ndynamic = ["dependencies"]\n\n'
+                '[tool.setuptools.dynamic]\ndependencies = {file = ["deps.txt"]}\n',
+                "deps.txt": "torch>=2.2\n",
+            },
+            "dynamic dependencies of {}/pyproject.toml (deps.txt): torch>=2.2",
+        ),
+    ],
+)
+def test_the_torch_floor_is_read_wherever_the_project_declares_it(
+    tmp_path: Path, files: dict[str, str], source: str
+) -> None:
+    """A fix past the declared floor is an AttributeError on the torch the project supports:
+    `torch.amp.custom_fwd` does not exist before 2.4, so AMP401 holds the finding back."""
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    (tmp_path / "train.py").write_text(CUSTOM_FWD)
+    shown = amp_lint(tmp_path, "check", "--show-settings", "train.py").stdout
+    expected = f'torch-version = "2.2"  # from {source.format(tmp_path)}'
+    assert expected in shown.splitlines(), shown
+    result = amp_lint(tmp_path, "check", "--no-cache", "train.py")
+    assert (result.returncode, result.stdout) == (0, "")
+    assert "1 finding not reported: their fixes need torch >= 2.4" in result.stderr
+
+
+def test_an_unbounded_torch_in_a_requirements_folder_leaves_the_floor_unknown(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "requirements" / "base.txt").write_text("torch>=2.2\n")
+    (tmp_path / "requirements" / "docs.txt").write_text("torch\n")
+    (tmp_path / "train.py").write_text(CUSTOM_FWD)
+    shown = amp_lint(tmp_path, "check", "--show-settings", "train.py").stdout
+    assert "torch-version = (not set: the newest torch)" in shown.splitlines()
+    assert amp_lint(tmp_path, "check", "--no-cache", "train.py").returncode == 1

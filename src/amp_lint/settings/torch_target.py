@@ -1,6 +1,6 @@
 """The torch release a configuration targets (see torch_version.py): `--torch-version`, else
-`torch-version` in `[tool.amp-lint]`, else the lower bound of torch in the project's
-dependencies or its requirements.txt.
+`torch-version` in `[tool.amp-lint]`, else the lower bound of torch the project declares:
+`[project] dependencies`, then the other places declared_torch.py reads.
 """
 
 from __future__ import annotations
@@ -9,15 +9,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from amp_lint.settings.declared_torch import declared_torch_floor
 from amp_lint.settings.errors import ConfigError
 from amp_lint.settings.torch_version import (
-    REQUIREMENTS_FILE,
     SETTING_FORM,
     TorchVersion,
     dependency_torch_version,
     nearest_pyproject,
     parse_torch_version,
-    requirements_torch_version,
 )
 
 if TYPE_CHECKING:
@@ -40,10 +39,10 @@ def with_torch_version(config: Config, command_line: str | None, project: Path) 
     pyproject = project if is_file(project) else nearest_pyproject(project)
     detected = dependency_torch_version(pyproject) if pyproject is not None else None
     if detected is None:
-        # ML projects often pin torch only in requirements.txt, beside the pyproject.toml or
-        # in the directory checked.
+        # ML projects often declare torch elsewhere (setup.py, setup.cfg, requirements
+        # files), beside the pyproject.toml or in the directory checked.
         directory = pyproject.parent if pyproject is not None else project
-        detected = requirements_torch_version(directory / REQUIREMENTS_FILE)
+        detected = declared_torch_floor(directory, pyproject)
     if detected is None:
         return config
     return replace(config, torch_version=detected[0], torch_version_source=detected[1])

@@ -13,9 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from amp_lint.reading import read_regular_file
 from amp_lint.settings.errors import ConfigError
-from amp_lint.settings.toml_files import MAX_CONFIG_BYTES, read_toml
+from amp_lint.settings.toml_files import read_toml
 
 # (major, minor) or (major, minor, patch).
 TorchVersion = tuple[int, ...]
@@ -69,37 +68,29 @@ def dependency_torch_version(pyproject: Path) -> tuple[TorchVersion, str] | None
     dependencies = project.get("dependencies") if isinstance(project, dict) else None
     if not isinstance(dependencies, list):
         return None
-    torch_requirements = [
-        text for text in dependencies if isinstance(text, str) and _names_torch(text)
-    ]
+    return requirements_floor(
+        [text for text in dependencies if isinstance(text, str)],
+        f"[project] dependencies of {pyproject}",
+    )
+
+
+def requirements_floor(requirements: list[str], where: str) -> tuple[TorchVersion, str] | None:
+    """The oldest torch `requirements` (PEP 508 strings) allow, with `where` and the torch
+    requirements they hold; None unless every torch requirement bounds it from below."""
+    torch_requirements = [text for text in requirements if _names_torch(text)]
     bounds = [_lower_bound(text) for text in torch_requirements]
     if not bounds or any(bound is None for bound in bounds):
         return None
     oldest = min(bound for bound in bounds if bound is not None)
     written = ", ".join(" ".join(text.split()) for text in torch_requirements)
-    return oldest, f"[project] dependencies of {pyproject}: {written}"
+    return oldest, f"{where}: {written}"
 
 
-REQUIREMENTS_FILE = "requirements.txt"
-
-
-def requirements_torch_version(requirements: Path) -> tuple[TorchVersion, str] | None:
-    """The oldest torch a pip requirements file allows (`torch==2.11.0`, `torch>=2.4`), with
-    the line it was read from; None as for `dependency_torch_version`. Options (`-r`, `-e`,
-    `--index-url`) and comments are skipped; a file it includes is not followed."""
-    try:
-        text = read_regular_file(requirements, MAX_CONFIG_BYTES).decode("utf-8", "replace")
-    except OSError:
-        return None
+def requirement_lines(text: str) -> list[str]:
+    """The requirements of a pip requirements file's text: options (`-r`, `-e`,
+    `--index-url`) and comments skipped; a file it includes is not followed."""
     lines = [line.split(" #", 1)[0].strip() for line in text.splitlines()]
-    torch_lines = [
-        line for line in lines if line and not line.startswith(("#", "-")) and _names_torch(line)
-    ]
-    bounds = [_lower_bound(line) for line in torch_lines]
-    if not bounds or any(bound is None for bound in bounds):
-        return None
-    oldest = min(bound for bound in bounds if bound is not None)
-    return oldest, f"{requirements}: {', '.join(torch_lines)}"
+    return [line for line in lines if line and not line.startswith(("#", "-"))]
 
 
 def _names_torch(requirement: str) -> bool:
