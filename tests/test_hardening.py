@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -246,14 +247,20 @@ def test_directories_that_cannot_be_listed(tmp_path: Path) -> None:
     assert named.returncode == 2  # was 0: nothing linted, nothing said
 
 
-def test_damaged_cache_entries_are_computed_again(tmp_path: Path) -> None:
-    """Single-bit flips in cache entries gave AttributeError or silently wrong output."""
+def _cached_project(tmp_path: Path) -> tuple[Callable[[], subprocess.CompletedProcess[str]], Path]:
+    """A project with two findings, and a run of it with its cache in the returned folder."""
     project = _project(tmp_path, "other.py", GOOD.replace("-1e9", "-1e10"))
     cache = tmp_path / "cache"
 
     def run() -> subprocess.CompletedProcess[str]:
         return amp_lint(project, "check", f"--cache-dir={cache}", "good.py", "other.py")
 
+    return run, cache
+
+
+def test_damaged_cache_entries_are_computed_again(tmp_path: Path) -> None:
+    """Single-bit flips in cache entries gave AttributeError or silently wrong output."""
+    run, cache = _cached_project(tmp_path)
     expected = run()
     assert expected.returncode == 1 and expected.stdout.count("AMP101") == 2
     entries = [path for path in cache.rglob("*") if path.is_file() and len(path.parts) > 2]
@@ -291,16 +298,12 @@ def test_a_crafted_cache_entry_runs_no_code(tmp_path: Path) -> None:
     the cache's types, is a miss, recomputed, and nothing runs (pickle.loads ran it)."""
     import pickle
 
-    project = _project(tmp_path, "other.py", GOOD.replace("-1e9", "-1e10"))
-    cache = tmp_path / "cache"
+    run, cache = _cached_project(tmp_path)
     marker = tmp_path / "ran"
 
     class Payload:
         def __reduce__(self) -> tuple[Any, tuple[str]]:
             return (os.system, (f"touch {marker}",))
-
-    def run() -> subprocess.CompletedProcess[str]:
-        return amp_lint(project, "check", f"--cache-dir={cache}", "good.py", "other.py")
 
     expected = run()
     assert expected.returncode == 1 and expected.stdout.count("AMP101") == 2
@@ -321,12 +324,7 @@ def test_a_crafted_cache_entry_runs_no_code(tmp_path: Path) -> None:
 
 def test_cache_entries_that_are_not_files_neither_hang_nor_crash(tmp_path: Path) -> None:
     """A FIFO would block a read forever, a link to /dev/zero never end: each is a miss."""
-    project = _project(tmp_path, "other.py", GOOD.replace("-1e9", "-1e10"))
-    cache = tmp_path / "cache"
-
-    def run() -> subprocess.CompletedProcess[str]:
-        return amp_lint(project, "check", f"--cache-dir={cache}", "good.py", "other.py")
-
+    run, cache = _cached_project(tmp_path)
     expected = run()
     for make in (os.mkfifo, lambda path: os.symlink("/dev/zero", path)):
         for entry in _cache_entries(cache):
