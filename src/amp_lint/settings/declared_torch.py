@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -42,6 +43,10 @@ def declared_torch_floor(directory: Path, pyproject: Path | None) -> Floor | Non
 
 
 def _text(path: Path) -> str | None:
+    # A stat first: most projects have few of these files, and a warm run opens nothing it
+    # need not (setup.py is also a linted file).
+    if not os.path.isfile(path):
+        return None
     try:
         return read_regular_file(path, MAX_CONFIG_BYTES).decode("utf-8", "replace")
     except OSError:
