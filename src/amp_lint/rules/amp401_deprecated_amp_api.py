@@ -187,6 +187,9 @@ reported; `import torch.cuda.amp` (which binds `torch`) is left to its uses. An 
 function, `if` or `try` is not removed by the fix even when nothing uses it any more (removing
 it could leave the block empty); flake8's F401 points it out."""
 
+    # What the last check_module held back (Rule.held_back); one rule instance per file.
+    _held_back: tuple[str, ...] = ()
+
     def check_module(self, facts: ModuleFacts) -> Iterator[Report]:
         names = facts.names
         if not any(target in DEPRECATED_PREFIXES for target in names.bindings.values()):
@@ -200,11 +203,11 @@ it could leave the block empty); flake8's F401 points it out."""
         target = facts.config.torch_version
         live = [use for use in scan.uses if id(use.node) not in compatibility_code]
         scan.uses = [use for use in live if _reported_on(use, target)]
-        self._held_back = [
+        self._held_back = tuple(
             format_torch_version(use.api.replacement_since)
             for use in live
             if not _reported_on(use, target)
-        ]
+        )
         torch = torch_spelling(names)
         quote = "'" if scan.single_quoted > scan.double_quoted else '"'
         exported = _ImportedElsewhere(facts)
@@ -222,7 +225,7 @@ it could leave the block empty); flake8's F401 points it out."""
                 yield import_report(statement, through, needs_torch, exported, target)
 
     def held_back(self) -> list[str]:
-        return list(getattr(self, "_held_back", ()))
+        return list(self._held_back)
 
 
 def _reported_on(use: ApiUse, target: TorchVersion | None) -> bool:
