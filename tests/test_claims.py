@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -266,3 +267,18 @@ def test_a_failed_build_is_reported_as_not_run(monkeypatch: pytest.MonkeyPatch) 
 def _experiment(name: str) -> claims.Experiment:
     [experiment] = [e for c in claims.CLAIMS for e in c.experiments if e.name == name]
     return experiment
+
+
+def test_a_lock_left_by_a_killed_build_is_removed(tmp_path: Path) -> None:
+    """torch's extension builder waits without end while its `lock` file exists: one left by
+    a process killed mid-build hung every later run (seen: the suite in CI, after a killed
+    run). A lock older than any build is removed; a fresh one, another build's, is kept."""
+    lock = tmp_path / "lock"
+    lock.touch()
+    claim_extension._remove_stale_lock(tmp_path)
+    assert lock.exists()
+    old = time.time() - claim_extension.STALE_LOCK_SECONDS - 60
+    os.utime(lock, (old, old))
+    claim_extension._remove_stale_lock(tmp_path)
+    assert not lock.exists()
+    claim_extension._remove_stale_lock(tmp_path)  # nothing there: no error

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -107,6 +108,7 @@ def _build_extension(device: str) -> str:
     name = _EXTENSION.format(device=device)
     try:
         directory.mkdir(parents=True, exist_ok=True)
+        _remove_stale_lock(directory)
         if device == "cuda":
             load_inline(
                 name,
@@ -127,6 +129,20 @@ def _build_extension(device: str) -> str:
     except Exception as exc:
         return f"build failed: {first_line(exc)}"
     return ""
+
+
+# torch's builder waits, without end, while its `lock` file exists; a build takes about 20 s,
+# so a lock this old was left by a process killed while it built.
+STALE_LOCK_SECONDS = 600
+
+
+def _remove_stale_lock(directory: Path) -> None:
+    lock = directory / "lock"
+    try:
+        if time.time() - lock.stat().st_mtime > STALE_LOCK_SECONDS:
+            lock.unlink()
+    except OSError:  # no lock, or another process removed it first
+        pass
 
 
 def square_op(device: str) -> Callable[[torch.Tensor], torch.Tensor]:
