@@ -323,9 +323,18 @@ def test_directory_discovery_skips_environments_and_build_output(tmp_path: Path)
     assert positions(amp_lint(tmp_path, "check", "build/mod.py")) == ["build/mod.py:3:6: AMP401"]
 
 
-def test_files_without_amp_vocabulary_are_not_parsed(tmp_path: Path) -> None:
-    # Unparsable, but it cannot have findings, so it is never parsed and not an error.
-    write(tmp_path, "plain.py", b"def broken(:\n")
+def test_files_without_amp_vocabulary_are_not_parsed_by_libcst(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # They cannot have findings: CPython's parser checks their syntax (test_syntax_errors.py),
+    # libcst's (the analysis's, several times slower) never sees them.
+    import libcst
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("libcst parsed a file without AMP vocabulary")
+
+    monkeypatch.setattr(libcst, "parse_module", refused)
+    write(tmp_path, "plain.py", NO_AMP)
     assert amp_lint(tmp_path, "check", "plain.py").returncode == 0
 
 

@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from amp_lint import __version__
@@ -333,7 +334,8 @@ def _check_stdin(args: argparse.Namespace, config: Config, reporter: Reporter) -
             path, source, config, fix=bool(args.fix or args.diff), unsafe=bool(args.unsafe_fixes)
         )
     elif not has_amp_vocabulary(source, config):
-        outcome = Outcome(path, source)
+        job = Job(path, source, False, False, syntax_only=True)
+        outcome = replace(run_jobs([job], config)[0], source=source)
     else:
         outcome = run_jobs([_job(path, source, args)], config)[0]
     if outcome.notice:

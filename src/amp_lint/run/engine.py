@@ -29,6 +29,7 @@ from amp_lint.analysis.values.optables import targeting
 from amp_lint.findings import Finding, FixSafety
 from amp_lint.parse.first_pass import code_token_count
 from amp_lint.parse.parse_guard import refused_by_cpython
+from amp_lint.parse.syntax_check import cpython_refusal
 from amp_lint.rules import Report, Rule, all_rules
 from amp_lint.run.rule_reports import RuleObserver, to_findings
 from amp_lint.settings.config import Config
@@ -96,8 +97,12 @@ def parse_source(source: bytes, path: str) -> cst.Module:
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as error:
+        # CPython places an error where the code goes wrong (libcst often at the next line's
+        # start) and says what is wrong; libcst's own words only for what CPython accepts.
+        refusal = cpython_refusal(source, path)
         raise SourceError(
-            f"{path}:{error.raw_line}:{error.raw_column + 1}: cannot parse: "
+            refusal
+            or f"{path}:{error.raw_line}:{error.raw_column + 1}: cannot parse: "
             f"{error.message.splitlines()[0]}"
         ) from None
     except (UnicodeDecodeError, LookupError, SyntaxError, ValueError) as error:

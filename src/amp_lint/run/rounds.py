@@ -33,6 +33,7 @@ from amp_lint.run.cache import ResultCache, digest
 from amp_lint.run.progress import Progress
 from amp_lint.run.project_cache import CachedResult
 from amp_lint.run.runner import Job, JobRunner, Outcome
+from amp_lint.run.syntax_round import SyntaxRound
 from amp_lint.settings.config import Config
 from amp_lint.settings.rule_selectors import known_rules
 from amp_lint.sources.files import round_zero_vocabulary
@@ -98,6 +99,8 @@ class Rounds:
             if self.memo.fact(path, source, vocabulary, partial(_mentions_any, source, vocabulary))
         ]
         outcomes = self._run(first)
+        # Files the first pass skipped were not parsed: their syntax is checked with the rest.
+        self._check_syntax({o.path for o in outcomes if o.parsed or o.error or o.notice})
         # A file analysed from its own roots applied its own and the configured assumptions.
         self.own = {outcome.path for outcome in outcomes if outcome.parsed}
         found: list[tuple[str | None, ClassAssumption]] = [
@@ -126,6 +129,18 @@ class Rounds:
             ]
             outcomes = self._run(jobs)
             pending = self._absorb(outcomes)
+
+    def _check_syntax(self, analysed: set[str]) -> None:
+        """Report the syntax errors of the files round 0 did not analyse (syntax_round.py)."""
+        assert self.runner is not None
+        syntax = SyntaxRound(self.sources, self.memo, self.cache, self._source_digest)
+        jobs = syntax.jobs(analysed)
+        if not jobs:
+            return
+        self.progress.phase("checking syntax", len(jobs))
+        outcomes = self.runner.run(jobs, self.progress.collected)
+        syntax.record(outcomes)
+        self._absorb(outcomes)
 
     def _job(self, path: str, context: ProjectContext, *, first_pass: bool = False) -> Job:
         return Job(path, self.sources[path], False, False, context, first_pass, self.text_edits)

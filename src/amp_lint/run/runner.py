@@ -27,6 +27,7 @@ from amp_lint.analysis.project.index import (
 )
 from amp_lint.findings import Finding
 from amp_lint.parse.parse_guard import call_with_deep_stack
+from amp_lint.parse.syntax_check import cpython_refusal
 from amp_lint.run.crash_isolation import IsolatingRunner
 from amp_lint.settings.config import Config
 from amp_lint.sources.fix_writing import (
@@ -53,6 +54,8 @@ class Job:
     first_pass: bool = False
     # Give each fix the text edits it makes (Fix.text_edits), for JSON and SARIF output.
     text_edits: bool = False
+    # Only say whether the file parses: a file without AMP vocabulary (syntax_check.py).
+    syntax_only: bool = False
 
 
 @dataclass
@@ -85,6 +88,8 @@ def _set_worker_project(project: ProjectIndex | None) -> None:
 
 def process_job(job: Job, config: Config) -> Outcome:
     """Lint or fix one file; never raises, so that one bad file cannot stop the others."""
+    if job.syntax_only:
+        return _check_syntax(job)
     # Imported here: the engine pulls in libcst and the rules, which costs more than linting a
     # tree of files without AMP vocabulary (the usual pre-commit run) takes in total.
     from amp_lint.run.engine import SourceError, SourceTooLarge
@@ -105,6 +110,27 @@ def process_job(job: Job, config: Config) -> Outcome:
             f"{job.path}: internal error, please report it: "
             f"{type(error).__name__}: {_one_line(str(error))}"
         )
+    return outcome
+
+
+def _check_syntax(job: Job) -> Outcome:
+    # Without the source: the caller has it, and sending it back costs as much as the check.
+    outcome = Outcome(job.path, b"")
+    refusal = cpython_refusal(job.source, job.path)
+    if refusal is None:
+        return outcome
+    # libcst decides what CPython refuses (syntax_check.py); imported only here, for the same
+    # reason as in process_job.
+    from amp_lint.run.engine import SourceError, SourceTooLarge, parse_source
+
+    try:
+        call_with_deep_stack(functools.partial(parse_source, job.source, job.path))
+    except SourceTooLarge:
+        outcome.error = refusal  # too large for libcst: CPython's verdict stands
+    except SourceError as error:
+        outcome.error = _one_line(str(error))
+    except RecursionError:
+        outcome.error = refusal
     return outcome
 
 

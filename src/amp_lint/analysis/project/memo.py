@@ -41,6 +41,14 @@ class ProjectMemo:
             self._facts = {path: facts for path, facts in self._facts.items() if path in kept}
         return replace(self._index, unsaved=unsaved)
 
+    def remembered(self, path: str, source: bytes, key: Hashable) -> object | None:
+        """What `remember` stored for `path` while it is given this same `source` object."""
+        entry = self._facts.get(path)
+        return entry[1].get(key) if entry is not None and entry[0] is source else None
+
+    def remember(self, path: str, source: bytes, key: Hashable, value: object) -> None:
+        self.fact(path, source, key, lambda: value)
+
     def fact(self, path: str, source: bytes, key: Hashable, compute: Callable[[], T]) -> T:
         """`compute()`, remembered for `path` while it is given this same `source` object."""
         entry = self._facts.get(path)
