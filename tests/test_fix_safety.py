@@ -406,7 +406,7 @@ STRESS_HEADER = "import torch\nfrom torch.cuda.amp import autocast\n"
 STRESS_BEFORE = """
 def sums{i}(x, w):
     with torch.autocast("cpu", dtype=torch.float16):
-        h = x @ w
+        h = (x @ w).half()
         return h.sum()
 
 
@@ -418,12 +418,13 @@ def fills{i}(x, w, pad):
 
 def deprecated{i}(x, w):
     with autocast():
-        return (x @ w).var(0)
+        h = x @ w
+        return h.var(0)
 """
 STRESS_AFTER = """
 def sums{i}(x, w):
     with torch.autocast("cpu", dtype=torch.float16):
-        h = x @ w
+        h = (x @ w).half()
         return h.float().sum()
 
 
@@ -435,7 +436,8 @@ def fills{i}(x, w, pad):
 
 def deprecated{i}(x, w):
     with torch.amp.autocast("cuda"):
-        return (x @ w).float().var(0)
+        h = x @ w
+        return h.to(torch.promote_types(h.dtype, torch.float32)).var(0)
 """
 
 

@@ -247,7 +247,10 @@ async def test_quick_fixes_fix_all_noqa_and_hover(client: LanguageClient, tmp_pa
     assert not unsafe.is_preferred
     assert unsafe.edit is not None and unsafe.edit.changes is not None
     divided = apply_edits(textwrap.dedent(MODEL), unsafe.edit.changes[model_uri])
-    assert "h.float() / (h.std(0).float() + 1e-8)" in divided
+    # h may be float64 (autocast leaves float64 alone): the upcast keeps it (fixes/upcasts.py).
+    promoted = "h.to(torch.promote_types(h.dtype, torch.float32))"
+    assert f"{promoted} / ({promoted}.std(0) + 1e-8)" in divided
+    assert divided.startswith("import torch\n")
 
     hover = await client.text_document_hover_async(
         types.HoverParams(types.TextDocumentIdentifier(model_uri), half_division.range.start)

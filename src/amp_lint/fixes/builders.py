@@ -6,27 +6,10 @@ from __future__ import annotations
 import libcst as cst
 
 from amp_lint.analysis.syntax.names import ModuleNames, dotted_name
+from amp_lint.analysis.values.dtypes import DType
+from amp_lint.fixes.upcasts import DTypeOf, method_call, upcast
 
-# Expressions that can take a method call without parentheses around them.
-_ATOMIC = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
-
-
-def method_call(expr: cst.BaseExpression, method: str, args: str = "") -> cst.BaseExpression:
-    """`expr.method(args)`, parenthesising `expr` when needed, keeping its own parentheses."""
-    receiver = expr
-    if not isinstance(expr, _ATOMIC) and not _has_parentheses(expr):
-        receiver = expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    if not args:
-        # Built, not parsed: a parse costs a millisecond, and large files have thousands.
-        return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(method)))
-    call = cst.parse_expression(f"_.{method}({args})")
-    assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
-    return call.with_changes(func=call.func.with_changes(value=receiver))
-
-
-def upcast(expr: cst.BaseExpression) -> cst.BaseExpression:
-    return method_call(expr, "float")
-
+__all__ = ["method_call"]  # the fix shapes' helpers are imported from here too
 
 _CONVERSIONS = ("float", "half", "bfloat16", "double")
 
@@ -125,28 +108,32 @@ def device_code_for_island(
     return None
 
 
-def _has_parentheses(expr: cst.BaseExpression) -> bool:
-    return bool(getattr(expr, "lpar", ()))
-
-
 def call_in_fp32_island(
     line: cst.SimpleStatementLine,
     call: cst.Call,
-    tensors: list[cst.BaseExpression],
+    tensors: list[tuple[cst.BaseExpression, DType]],
     region_device: str | None,
     device_expr: cst.BaseExpression | None,
     names: ModuleNames,
+    dtype_of: DTypeOf,
     *,
     scripted: bool = False,
 ) -> tuple[cst.With | cst.If, bool] | None:
-    """`line` rewritten as an fp32 island around itself, with `.float()` on `tensors` (some of
-    `call`'s arguments); and whether `import torch` must be added. None without a device.
-    `scripted`: the code may be compiled by TorchScript (fp32_island)."""
-    device = device_code_for_island(region_device, device_expr, tensors[0] if tensors else None)
+    """`line` rewritten as an fp32 island around itself, with an upcast (`upcast`) on each of
+    `tensors` (some of `call`'s arguments, with their dtypes); and whether `import torch` must
+    be added. None without a device, or when a tensor has no right upcast. `scripted`: the
+    code may be compiled by TorchScript (fp32_island)."""
+    first = tensors[0][0] if tensors else None
+    device = device_code_for_island(region_device, device_expr, first)
     if device is None:
         return None
     torch, needs_import = torch_name(names)
-    upcasts = {id(t): upcast(t) for t in tensors}
+    upcasts: dict[int, cst.BaseExpression] = {}
+    for tensor, dtype in tensors:
+        upcasted = upcast(tensor, dtype, names, dtype_of, tensor=True)
+        if upcasted is None:
+            return None
+        upcasts[id(tensor)] = upcasted
     new_call = call.with_changes(
         args=[
             arg.with_changes(value=upcasts[id(arg.value)]) if id(arg.value) in upcasts else arg

@@ -10,8 +10,8 @@ from amp_lint.analysis.interpreter.frames import ExecutionContext
 from amp_lint.analysis.syntax.outline import positional_arguments
 from amp_lint.analysis.values.dtypes import BFLOAT16
 from amp_lint.analysis.values.value import Value
-from amp_lint.findings import Edit, Fix, FixSafety
-from amp_lint.fixes.builders import upcast
+from amp_lint.findings import Fix
+from amp_lint.fixes.upcasts import upcast_fix
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import brief, code, subscript_indices
 
@@ -69,7 +69,14 @@ with torch.autocast("cuda"):
 The fix computes the index arithmetic in float32 (`.float()` on the half operands before
 the conversion to integer). It is **unsafe**: it changes which indices are produced, which is
 the point, but is a numerical change all the same. There is no fix when the half value is
-converted directly (`h.long()`): the rounding happened when `h` was computed."""
+converted directly (`h.long()`): the rounding happened when `h` was computed.
+
+Library code may receive float64, which autocast leaves alone, and `.float()` would cast it
+down. So `.float()` is written only on a value known to be half (or float32); a value autocast
+made half from an input of unknown dtype gets `x.to(torch.promote_types(x.dtype,
+torch.float32))`, which keeps float64, and only when `x` is a plain name or attribute (the
+form repeats it); otherwise the finding has no fix. A value known to be float64 is left as it
+is. `tests/test_fix_runtime.py` runs each fix in float32 and float64."""
     known_limitations = """\
 Only conversions that amp-lint can see (`.long()`, `.int()`, `.to(torch.long)` and friends
 applied to a value known to be half precision) are followed, within a function and into
@@ -133,10 +140,11 @@ float32 (an fp32 island around the layer) instead."""
         operands = _half_operands(computed, ctx)
         if not operands:
             return None
-        return Fix(
-            FixSafety.UNSAFE,
+        return upcast_fix(
             "Compute the index in float32",
-            edits=tuple(Edit(operand, upcast(operand)) for operand in operands),
+            [(operand, ctx.dtype(operand)) for operand in operands],
+            ctx.facts.names,
+            ctx.dtype,
         )
 
 

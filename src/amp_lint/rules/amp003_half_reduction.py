@@ -11,8 +11,8 @@ from amp_lint.analysis.syntax.contractions import contraction
 from amp_lint.analysis.syntax.outline import positional_arguments
 from amp_lint.analysis.syntax.sequence_sums import sequence_sum
 from amp_lint.analysis.values.semantics import op_name_for_function
-from amp_lint.findings import Edit, Fix, FixSafety
-from amp_lint.fixes.builders import upcast
+from amp_lint.findings import Fix
+from amp_lint.fixes.upcasts import upcast_fix
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import brief, code, half_brief, half_phrase
 
@@ -84,7 +84,14 @@ float32 instead of float16, which changes numerics and the dtype seen by later c
 no fix for linear attention's contractions: `.float()` operands are cast back by autocast,
 and a float32 `kᵀv` is cast back to half by the matmul that consumes it, so the whole
 attention (kᵀv, the normaliser and their products) must move into
-`with torch.autocast(..., enabled=False):` with `.float()` operands, by hand."""
+`with torch.autocast(..., enabled=False):` with `.float()` operands, by hand.
+
+Library code may receive float64, which autocast leaves alone, and `.float()` would cast it
+down. So `.float()` is written only on a value known to be half (or float32); a value autocast
+made half from an input of unknown dtype gets `x.to(torch.promote_types(x.dtype,
+torch.float32))`, which keeps float64, and only when `x` is a plain name or attribute (the
+form repeats it); otherwise the finding has no fix. A value known to be float64 is left as it
+is. `tests/test_fix_runtime.py` runs each fix in float32 and float64."""
     known_limitations = """\
 Only flagged when the input is known to be float16 (or half of unknown precision under a
 region whose dtype may be float16); bfloat16 has float32's range and is not flagged. With an
@@ -132,7 +139,7 @@ def _hazard(node: cst.Call, ctx: ExecutionContext) -> Report | None:
             f"`{code(squared)}` is computed in {half_phrase(operand_dtype)} before "
             f"`{reduction}`: it overflows to inf for |x| > 256 even if the reduction "
             "itself runs in float32; upcast with `.float()` first",
-            _fix(_square_operands(squared), "Square in float32"),
+            _fix(_square_operands(squared), "Square in float32", ctx),
             summary=f"`{brief(squared, 22)}` overflows to inf in float16 for |x| > 256 before "
             f"`{reduction}`; use `.float()` first",
         )
@@ -145,7 +152,7 @@ def _hazard(node: cst.Call, ctx: ExecutionContext) -> Report | None:
         node,
         f"`{code(node)}` runs in {half_phrase(operand_dtype)} {where}: a result above "
         f"65504 silently becomes inf; call `.float()` before `.{reduction}()`",
-        _fix([operand], "Reduce in float32"),
+        _fix([operand], "Reduce in float32", ctx),
         summary=f"`{brief(node, 22)}` runs in {half_brief(operand_dtype)}: above 65504 it silently "
         f"becomes inf; call `.float()` first",
     )
@@ -233,8 +240,8 @@ def _square_operands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [node.func.value]
 
 
-def _fix(operands: list[cst.BaseExpression], title: str) -> Fix:
-    return Fix(FixSafety.UNSAFE, title, edits=tuple(Edit(o, upcast(o)) for o in operands))
+def _fix(operands: list[cst.BaseExpression], title: str, ctx: ExecutionContext) -> Fix | None:
+    return upcast_fix(title, [(o, ctx.dtype(o)) for o in operands], ctx.facts.names, ctx.dtype)
 
 
 def _where(ctx: ExecutionContext) -> str:

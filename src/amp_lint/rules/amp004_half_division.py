@@ -11,8 +11,8 @@ from amp_lint.analysis.interpreter.frames import ExecutionContext
 from amp_lint.analysis.syntax.outline import dotted_name, positional_arguments
 from amp_lint.analysis.syntax.tensor_op_calls import OpCall, op_call
 from amp_lint.analysis.values.dtypes import DTypeKind
-from amp_lint.findings import Edit, Fix, FixSafety
-from amp_lint.fixes.builders import upcast
+from amp_lint.findings import Fix
+from amp_lint.fixes.upcasts import upcast_fix
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import (
     FLOAT16_OVERFLOWING_EPS_BELOW,
@@ -75,7 +75,14 @@ with torch.autocast("cuda"):
 The fix computes the division in float32 (`.float()` on the numerator and on the half part
 of the denominator, under the root if there is one); for `torch.rsqrt(v + eps)` and
 `(v + eps) ** -0.5`, which are reported on their own, `.float()` on `v`. It is **unsafe**:
-the result becomes float32 instead of float16."""
+the result becomes float32 instead of float16.
+
+Library code may receive float64, which autocast leaves alone, and `.float()` would cast it
+down. So `.float()` is written only on a value known to be half (or float32); a value autocast
+made half from an input of unknown dtype gets `x.to(torch.promote_types(x.dtype,
+torch.float32))`, which keeps float64, and only when `x` is a plain name or attribute (the
+form repeats it); otherwise the finding has no fix. A value known to be float64 is left as it
+is. `tests/test_fix_runtime.py` runs each fix in float32 and float64."""
     known_limitations = """\
 Only denominators that carry an explicit epsilon (`d + eps`, `torch.add(d, eps)`,
 `d.clamp(min=eps)`, `torch.clamp(d, min=eps)`, `d.clamp_min(eps)`,
@@ -161,8 +168,9 @@ def _check_inverse_root(
     summary = (
         f"`{brief(node, 20)}`: {eps:g} is 0 in float16: zero values give inf; add eps in float32"
     )
-    edits = (Edit(base, upcast(base)),)
-    fix = Fix(FixSafety.UNSAFE, "Compute the guard in float32", edits=edits)
+    fix = upcast_fix(
+        "Compute the guard in float32", [(base, ctx.dtype(base))], ctx.facts.names, ctx.dtype
+    )
     yield Report(node, message, fix, summary=summary)
 
 
@@ -324,8 +332,10 @@ def _small(eps: float | None) -> bool:
     return eps is not None and 0 < eps < FLOAT16_OVERFLOWING_EPS_BELOW
 
 
-def _fix(numerator: cst.BaseExpression, base: cst.BaseExpression, ctx: ExecutionContext) -> Fix:
-    edits = [Edit(base, upcast(base))]
-    if ctx.dtype(numerator).is_half:
-        edits.insert(0, Edit(numerator, upcast(numerator)))
-    return Fix(FixSafety.UNSAFE, "Divide in float32", edits=tuple(edits))
+def _fix(
+    numerator: cst.BaseExpression, base: cst.BaseExpression, ctx: ExecutionContext
+) -> Fix | None:
+    operands = [(base, ctx.dtype(base))]
+    if (numerator_dtype := ctx.dtype(numerator)).is_half:
+        operands.insert(0, (numerator, numerator_dtype))
+    return upcast_fix("Divide in float32", operands, ctx.facts.names, ctx.dtype)

@@ -8,6 +8,7 @@ import libcst as cst
 
 from amp_lint.analysis.interpreter.frames import ExecutionContext
 from amp_lint.analysis.regions.finder import AutocastRegion
+from amp_lint.analysis.values.dtypes import DType
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import call_in_fp32_island
 from amp_lint.rules.base import Report, Rule
@@ -105,7 +106,14 @@ and returns float32, which changes numerics (that is the point); an argument of 
 that is in fact a half tensor still needs its own `.float()`. The island uses the region's
 device when it is a literal, otherwise `<first tensor argument>.device.type`. There is no fix
 when no argument is known to be a tensor, when the call is not the only statement on its line,
-or when it sits in a compound statement's header."""
+or when it sits in a compound statement's header.
+
+Library code may receive float64, which autocast leaves alone, and `.float()` would cast it
+down. So `.float()` is written only on a value known to be half (or float32); a value autocast
+made half from an input of unknown dtype gets `x.to(torch.promote_types(x.dtype,
+torch.float32))`, which keeps float64, and only when `x` is a plain name or attribute (the
+form repeats it); otherwise the finding has no fix. A value known to be float64 is left as it
+is. `tests/test_fix_runtime.py` runs each fix in float32 and float64."""
     known_limitations = """\
 Objects are recognised when they are created in the same module (`self.lpips =
 lpips.LPIPS()` in `__init__`, or a module-level or local variable). Add your own classes and
@@ -157,16 +165,18 @@ flagged for the same float32-only design but have no runtime case of their own y
         if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
             return None
         tensors = [
-            arg.value
+            (arg.value, dtype)
             for arg in node.args
-            if arg.keyword is None and not arg.star and _known_tensor(arg.value, ctx)
+            if arg.keyword is None
+            and not arg.star
+            and (dtype := _known_tensor_dtype(arg.value, ctx)) is not None
         ]
         if not tensors:
             # `.float()` on a window size, a flag or a parameter of unknown type raises
             # AttributeError; without a tensor to cast the island alone would leave half inputs
             # meeting float32 weights. The finding stands, without a fix.
             return None
-        uncast = [t for t in tensors if not _is_float_call(t)]
+        uncast = [(t, dtype) for t, dtype in tensors if not _is_float_call(t)]
         island = call_in_fp32_island(
             line,
             node,
@@ -174,6 +184,7 @@ flagged for the same float32-only design but have no runtime case of their own y
             region.device,
             region.device_expr,
             ctx.facts.names,
+            ctx.dtype,
             scripted=ctx.facts.may_be_scripted,
         )
         if island is None:
@@ -231,21 +242,21 @@ def _is_fp32_only(qualified: str, ctx: ExecutionContext, *, is_class: bool) -> b
     return qualified in (FP32_ONLY_CLASSES if is_class else FP32_ONLY_FUNCTIONS)
 
 
-def _known_tensor(node: cst.BaseExpression, ctx: ExecutionContext) -> bool:
+def _known_tensor_dtype(node: cst.BaseExpression, ctx: ExecutionContext) -> DType | None:
     """The analysis knows the argument is a floating-point tensor: `.float()` applies to it.
     Python numbers, strings, None and values of unknown type (a parameter nobody is seen
     passing) are left alone. A half dtype resting on an assumption (`generator(z)` taken to
     return float16 under autocast) counts: the assumption is that it is a half tensor. It is
     read without being recorded, so the finding's message does not claim to rest on it."""
     if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary, cst.BaseString)):
-        return False
+        return None
     accepts, used = ctx.accepts_assumptions, ctx.assumptions_used
     ctx.accepts_assumptions, ctx.assumptions_used = True, []
     try:
         value = ctx.value(node)
     finally:
         ctx.accepts_assumptions, ctx.assumptions_used = accepts, used
-    return value.dtype.is_floating_tensor and not value.maybe_none
+    return value.dtype if value.dtype.is_floating_tensor and not value.maybe_none else None
 
 
 def _is_float_call(node: cst.BaseExpression) -> bool:

@@ -11,8 +11,7 @@ from amp_lint.analysis.interpreter.frames import ExecutionContext
 from amp_lint.analysis.syntax.tensor_op_calls import OpCall, consumer, denominators, op_call
 from amp_lint.analysis.values import semantics
 from amp_lint.analysis.values.dtypes import DType, DTypeKind
-from amp_lint.findings import Edit, Fix, FixSafety
-from amp_lint.fixes.builders import upcast
+from amp_lint.fixes.upcasts import upcast_fix
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import (
     FLOAT16_ROUNDS_TO_ZERO_BELOW,
@@ -102,7 +101,14 @@ float16 stay 0 (the eps then guards them, but their float32 value is not recover
 cross-entropy, `F.binary_cross_entropy_with_logits` or `log_softmax` on the logits is the
 better rewrite, which the fixer does not attempt. In-place ops (`p.clamp_(min=1e-8)`,
 `p.add_(1e-8)`) get no fix: they write back into the float16 tensor, and `.float()` in front
-of them would guard a copy that is thrown away."""
+of them would guard a copy that is thrown away.
+
+Library code may receive float64, which autocast leaves alone, and `.float()` would cast it
+down. So `.float()` is written only on a value known to be half (or float32); a value autocast
+made half from an input of unknown dtype gets `x.to(torch.promote_types(x.dtype,
+torch.float32))`, which keeps float64, and only when `x` is a plain name or attribute (the
+form repeats it); otherwise the finding has no fix. A value known to be float64 is left as it
+is. `tests/test_fix_runtime.py` runs each fix in float32 and float64."""
     known_limitations = """\
 Only `x + eps`, `torch.add`/`x.add(eps)`, lower clamp bounds (`clamp`, `clip`,
 `clamp_min`) and the `eps` of `F.normalize`/`F.cosine_similarity` are checked; augmented
@@ -193,7 +199,9 @@ float32 and are fine."""
             f"`{code(node)}`: {what} and where the values are 0 {consequence}; compute it in "
             f"float32 with `.float()` on `{code(base)}`"
         )
-        fix = Fix(FixSafety.UNSAFE, "Compute in float32", edits=(Edit(base, upcast(base)),))
+        fix = upcast_fix(
+            "Compute in float32", [(base, ctx.dtype(base))], ctx.facts.names, ctx.dtype
+        )
         summary = f"{briefly}; compute it in float32"
         return Report(node, message, fix, summary=summary)
 
@@ -224,8 +232,8 @@ float32 and are fine."""
             f"{eps_text} rounds to 0: a zero vector gives 0/0 = NaN instead of 0; compute it "
             "in float32 with `.float()` on the input"
         )
-        edits = tuple(Edit(t, upcast(t)) for t, d in zip(tensors, dtypes) if d.is_half)
-        fix = Fix(FixSafety.UNSAFE, "Compute in float32", edits=edits) if edits else None
+        half = [(t, d) for t, d in zip(tensors, dtypes) if d.is_half]
+        fix = upcast_fix("Compute in float32", half, ctx.facts.names, ctx.dtype)
         summary = (
             f"`{brief(call.call, 25)}`: eps={eps:g} is 0 in {half_brief(norm_dtype)}, so a zero "
             "vector gives NaN; use `.float()` input"

@@ -16,7 +16,7 @@ from amp_lint.analysis.values.dtype_mismatch import c10_name, half_against_float
 from amp_lint.analysis.values.dtypes import DType, DTypeKind, dtype_from_torch_name
 from amp_lint.analysis.values.literals import string_literal
 from amp_lint.findings import Edit, Fix, FixSafety
-from amp_lint.fixes.builders import upcast
+from amp_lint.fixes.builders import method_call
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import brief, code, quoted_error
 
@@ -205,10 +205,12 @@ raise the same way."""
                 if o.dtype.kind is DTypeKind.FLOAT32
             )
         )
+        # `.float()` whatever the half operand's dtype may be: it meets a float32 one, so
+        # float32 is the dtype they must share (a float64 operand would fail the same way).
         fix = Fix(
             FixSafety.UNSAFE if unsafe else FixSafety.SAFE,
             "Cast the half operand to float32",
-            edits=tuple(Edit(o.node, upcast(o.node)) for o in halves),
+            edits=tuple(Edit(o.node, method_call(o.node, "float")) for o in halves),
         )
         summary = (
             f"`{brief(node, 16)}` raises {quoted_error(text, 44)}; use "

@@ -9,7 +9,7 @@ import libcst as cst
 from amp_lint.analysis.interpreter.frames import ExecutionContext
 from amp_lint.analysis.regions.finder import AutocastRegion
 from amp_lint.analysis.syntax.outline import positional_arguments
-from amp_lint.analysis.values.dtypes import DTypeKind
+from amp_lint.analysis.values.dtypes import DType, DTypeKind
 from amp_lint.analysis.values.optables import OpCategory, load_op_tables
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import call_in_fp32_island, torch_name
@@ -88,7 +88,14 @@ One fix per finding, the best that applies:
   **safe** when nothing else in the statement calls a function or multiplies matrices (the
   island would run those in float32 too); otherwise it is **unsafe**. The island's device is
   the region's literal device, else `<input>.device.type`. There is no fix when the call is
-  not the only statement on its line or sits in a compound statement's header."""
+  not the only statement on its line or sits in a compound statement's header.
+
+Library code may receive float64, which autocast leaves alone, and `.float()` would cast it
+down. So `.float()` is written only on a value known to be half (or float32); a value autocast
+made half from an input of unknown dtype gets `x.to(torch.promote_types(x.dtype,
+torch.float32))`, which keeps float64, and only when `x` is a plain name or attribute (the
+form repeats it); otherwise the finding has no fix. A value known to be float64 is left as it
+is. `tests/test_fix_runtime.py` runs each fix in float32 and float64."""
     known_limitations = """\
 `nn.BCELoss` objects are recognised when they are created in the same module (a module-level
 or local variable, or `self.x = nn.BCELoss()` in `__init__`). Regions whose device is known
@@ -232,6 +239,7 @@ def _island_fix(
         region.device,
         region.device_expr,
         ctx.facts.names,
+        ctx.dtype,
         scripted=ctx.facts.may_be_scripted,
     )
     if island is None:
@@ -246,9 +254,11 @@ def _island_fix(
     )
 
 
-def _tensor_arguments(node: cst.Call, ctx: ExecutionContext) -> list[cst.BaseExpression]:
-    """The input, target and weight arguments that may be tensors."""
-    found: list[cst.BaseExpression] = []
+def _tensor_arguments(
+    node: cst.Call, ctx: ExecutionContext
+) -> list[tuple[cst.BaseExpression, DType]]:
+    """The input, target and weight arguments that may be tensors, with their dtypes."""
+    found: list[tuple[cst.BaseExpression, DType]] = []
     position = 0
     for arg in node.args:
         if arg.star:
@@ -259,7 +269,7 @@ def _tensor_arguments(node: cst.Call, ctx: ExecutionContext) -> list[cst.BaseExp
         else:
             name = arg.keyword.value
         if name in _TENSOR_PARAMETERS and _tensor_like(arg.value, ctx, optional=name == "weight"):
-            found.append(arg.value)
+            found.append((arg.value, ctx.dtype(arg.value)))
     return found
 
 

@@ -14,7 +14,8 @@ from amp_lint.analysis.values import semantics
 from amp_lint.analysis.values.dtypes import BFLOAT16, DType
 from amp_lint.analysis.values.optables import OpCategory, load_op_tables
 from amp_lint.findings import Edit, Fix, FixSafety
-from amp_lint.fixes.builders import device_code_for_island, fp32_island, torch_name, upcast
+from amp_lint.fixes.builders import device_code_for_island, fp32_island, torch_name
+from amp_lint.fixes.upcasts import upcast, upcast_fix
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import brief, code
 from amp_lint.rules.island_safety import island_changes_only_the_call
@@ -194,7 +195,14 @@ island (`with torch.autocast(<device>, enabled=False):`) as well. That is **safe
 statement makes no other call and no `@` product (the island then changes only this call, and
 CPU autocast runs these ops entirely in float32 too), otherwise **unsafe**. There is no island
 fix when the call is not the only statement on its line or sits in a compound statement's
-header."""
+header.
+
+Library code may receive float64, which autocast leaves alone, and `.float()` would cast it
+down. So `.float()` is written only on a value known to be half (or float32); a value autocast
+made half from an input of unknown dtype gets `x.to(torch.promote_types(x.dtype,
+torch.float32))`, which keeps float64, and only when `x` is a plain name or attribute (the
+form repeats it); otherwise the finding has no fix. A value known to be float64 is left as it
+is. `tests/test_fix_runtime.py` runs each fix in float32 and float64."""
     known_limitations = """\
 Only inputs known to be half precision are flagged (the outputs of matmuls, convolutions and
 linear layers under autocast, `.half()` tensors, ...); a parameter of unknown dtype is not.
@@ -344,12 +352,13 @@ def _fix(
     ctx: ExecutionContext,
 ) -> Fix | None:
     if not op.needs_island:
-        edits = tuple(Edit(arg, upcast(arg)) for arg in half)
         ran_before = _is_fft(name) and region.may_be_float16 and region.device != "cpu"
-        return Fix(
-            FixSafety.UNSAFE if ran_before else FixSafety.SAFE,
+        return upcast_fix(
             "Call it on float32 input",
-            edits=edits,
+            [(arg, ctx.dtype(arg)) for arg in half],
+            ctx.facts.names,
+            ctx.dtype,
+            FixSafety.UNSAFE if ran_before else FixSafety.SAFE,
         )
     line = ctx.statement
     if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
@@ -358,7 +367,12 @@ def _fix(
     if device is None:
         return None
     torch, needs_import = torch_name(ctx.facts.names)
-    upcasts = {id(arg): upcast(arg) for arg in half}
+    upcasts: dict[int, cst.BaseExpression] = {}
+    for arg in half:
+        upcasted = upcast(arg, ctx.dtype(arg), ctx.facts.names, ctx.dtype)
+        if upcasted is None:
+            return None
+        upcasts[id(arg)] = upcasted
     new_call = _replace_arguments(node, upcasts)
     new_line = line.deep_replace(node, new_call)
     assert isinstance(new_line, cst.SimpleStatementLine)

@@ -17,6 +17,7 @@ from amp_lint.analysis.autograd.dtype_handling import (
     half_argument,
     handles_dtypes,
     mixed_inputs,
+    restores_forward_autocast,
 )
 from amp_lint.analysis.autograd.functions import (
     computes_indices,
@@ -127,7 +128,19 @@ When it is not (`torch.autocast(device.type)`, `torch.autocast(args.device)`), t
 **two** of each, `device_type="cuda"` and `device_type="cpu"`: decorators of a device whose
 autocast is off pass the call through, so the pair is right on either device; delete the one
 your code never runs on. A Function applied under regions of several literal devices gets one
-decorator per device, added one region at a time."""
+decorator per device, added one region at a time.
+
+A Function in the style torch 2.0 added (forward without `ctx`, a `setup_context`
+staticmethod) gets **no fix**: `custom_fwd` keeps its state on forward's first argument, an
+input tensor there, so `custom_bwd` raises `AttributeError: ... '_fwd_used_autocast'`, and
+setup_context saves the inputs before `custom_fwd` casts them, so backward still mixes dtypes
+(both measured on CPU torch, `tests/test_fix_runtime.py`). The message says what works:
+compute forward in float32 under `torch.autocast(..., enabled=False)` and save float32 copies
+in setup_context. Such a Function that already carries `custom_bwd` is reported for that
+AttributeError. A Function whose backward enters autocast in the state forward saved on `ctx`
+(`with torch.autocast(device, enabled=ctx._fwd_used_autocast, dtype=ctx._dtype):`, DeepSpeed's
+ZeRO-3 linear) is what `custom_bwd` makes, written by hand: it has no finding (decorating its
+forward would compute every such linear in float32 under autocast)."""
     known_limitations = """\
 Function classes of the module and of the other linted files are checked, applied as
 `Cls.apply(...)` (`Cls` defined here, imported, or reached through a module, `ops.Cls.apply`)
@@ -188,6 +201,15 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
         backward = function.method("backward")
         if forward is None or too_few_arguments(forward, node):
             return  # a call that raises TypeError in any precision is not an AMP finding
+        if backward is not None and restores_forward_autocast(backward, function.names):
+            return  # what custom_bwd does, by hand: backward runs in forward's autocast state
+        if (
+            function.uses_setup_context
+            and backward is not None
+            and decorators_of(backward, function.names, CUSTOM_BWD).present
+        ):
+            yield _decorated_setup_context(node, function)
+            return
         if function.handles_half(forward):
             return  # custom_fwd(cast_inputs=float32) would add a float32 copy it exists to avoid
         if computes_indices(forward, backward) and not half_argument(forward, node, ctx):
@@ -203,16 +225,18 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
             return
         fwd = decorators_of(forward, function.names, CUSTOM_FWD)
         bwd = decorators_of(backward, function.names, CUSTOM_BWD) if backward is not None else None
-        fwd_missing = not fwd.covers(region.device)
+        # On a setup_context-style Function custom_fwd does not help (uses_setup_context).
+        fwd_missing = function.uses_setup_context or not fwd.covers(region.device)
         bwd_missing = bwd is not None and not bwd.covers(region.device)
         if not fwd_missing and not bwd_missing:
             return
         targets = _target_devices(region, fwd)
         message = _message(node, function, region, fwd_missing, bwd_missing, targets, mixed)
-        # A Function defined in another file is fixed there: no edit is offered here.
+        # A Function defined in another file is fixed there: no edit is offered here. The
+        # decorators do not work on a setup_context-style Function (uses_setup_context).
         fix = (
             self._fix(forward, backward, fwd, bwd, targets, ctx.facts.names)
-            if function.path is None
+            if function.path is None and not function.uses_setup_context
             else None
         )
         summary = _summary(function, fwd_missing, bwd_missing)
@@ -255,6 +279,23 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
         )
 
 
+def _decorated_setup_context(node: cst.Call, function: FunctionClass) -> Report:
+    name = function.info.name
+    message = (
+        f"`{code(node)}` applies `{name}` (defined at {function.defined_at}), a Function "
+        "whose forward takes no `ctx` (setup_context style), with `custom_bwd` on backward: "
+        "custom_fwd keeps its state on forward's first argument, so backward raises "
+        "`AttributeError: ... has no attribute '_fwd_used_autocast'`; remove the decorators, "
+        "compute forward in float32 under `torch.autocast(..., enabled=False)` and save float32 "
+        "copies in setup_context"
+    )
+    summary = (
+        f"`{brief(name, 15)}`: custom_bwd on a setup_context Function raises AttributeError; "
+        "cast in forward and setup_context"
+    )
+    return Report(node, message, summary=summary)
+
+
 def _target_devices(region: AutocastRegion, fwd: Decorated) -> tuple[str, ...]:
     """The devices the decorators are written for."""
     if region.device is not None:
@@ -279,6 +320,11 @@ def _summary(function: FunctionClass, fwd_missing: bool, bwd_missing: bool) -> s
     """`_message` in one short line: which decorator is missing, what breaks, what to add;
     for a Function of another file, where it is defined (the fix goes there)."""
     name = brief(function.info.name, 15)
+    if function.uses_setup_context:
+        return (
+            f"`{name}.forward` gets half inputs, backward mixes dtypes; compute forward and "
+            "save inputs in float32"
+        )
     if function.path is not None:
         path, line = function.definition
         where = f"`{name}` ({brief(_short_path(path), 30)}:{line})"
@@ -333,7 +379,14 @@ def _message(
         per = " (one per device: " + ", ".join(f'"{d}"' for d in targets) + ")"
     fwd_text = f"`@torch.amp.custom_fwd({device}, cast_inputs=torch.float32)`"
     bwd_text = f"`@torch.amp.custom_bwd({device})`"
-    if fwd_missing and bwd_missing:
+    if function.uses_setup_context:
+        remedy = (
+            "custom_fwd cannot decorate a forward without `ctx` (it keeps its state on the "
+            "first input, and setup_context saves the inputs uncast): compute forward in "
+            "float32 under `torch.autocast(..., enabled=False)` and save float32 copies in "
+            "setup_context"
+        )
+    elif fwd_missing and bwd_missing:
         remedy = f"decorate forward with {fwd_text} and backward with {bwd_text}{per}"
     elif fwd_missing:
         remedy = f"decorate forward with {fwd_text}{per}"

@@ -62,6 +62,14 @@ class FunctionClass:
             current = next((b for b in bases if b is not None and b.is_autograd_function), None)
         return None
 
+    @property
+    def uses_setup_context(self) -> bool:
+        """In the style torch 2.0 added: forward without `ctx`, a `setup_context` staticmethod.
+        `custom_fwd` cannot decorate it: it keeps its state on forward's first argument (an
+        input tensor here, so `custom_bwd` raises AttributeError), and setup_context saves
+        the inputs before custom_fwd casts them (backward still mixes dtypes)."""
+        return self.method("setup_context") is not None
+
     def handles_half(self, forward: cst.FunctionDef) -> bool:
         """Forward deals with half inputs itself: it upcasts them (`x.float()`,
         `x.to(torch.float32)`), or it launches a Triton kernel (`kernel[grid](...)` of a

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import libcst as cst
+import libcst.matchers as m
 
 from amp_lint.analysis.autograd.functions import bound_arguments, cast_parameters
 from amp_lint.analysis.interpreter.frames import ExecutionContext
@@ -106,3 +107,35 @@ def handles_dtypes(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionConte
     return any(
         ctx.value(argument).conversion is not None for _, argument in bound_arguments(forward, call)
     )
+
+
+_AUTOCAST_CONTEXTS = frozenset(
+    {
+        "torch.autocast",
+        "torch.amp.autocast",
+        "torch.amp.autocast_mode.autocast",
+        "torch.cuda.amp.autocast",
+        "torch.cpu.amp.autocast",
+    }
+)
+
+
+def restores_forward_autocast(backward: cst.FunctionDef, names: ModuleNames) -> bool:
+    """Backward enters autocast in the state forward (or setup_context) saved on `ctx`:
+    `with torch.autocast(device, enabled=ctx._fwd_used_autocast, dtype=ctx._dtype):`, what
+    `custom_bwd` does, written by hand (DeepSpeed's ZeRO-3 linear, a setup_context-style
+    Function, which custom_fwd/custom_bwd cannot decorate)."""
+    params = backward.params.params
+    if not params:
+        return False
+    ctx = params[0].name.value
+    for item in m.findall(backward.body, m.WithItem(item=m.Call())):
+        assert isinstance(item, cst.WithItem) and isinstance(item.item, cst.Call)
+        call = item.item
+        if names.qualified_name(call.func) not in _AUTOCAST_CONTEXTS:
+            continue
+        for arg in call.args:
+            enabled = arg.keyword is not None and arg.keyword.value == "enabled"
+            if enabled and m.findall(arg.value, m.Attribute(value=m.Name(ctx))):
+                return True
+    return False

@@ -45,6 +45,10 @@ class DType:
     # Set when the op that made this dtype changed autocast policy between torch releases: a
     # phrase naming the releases, said in messages so a finding shows the release it holds on.
     release_note: str | None = field(default=None, compare=False)
+    # For HALF: made by autocast from a tensor of unknown dtype, which is half only if that
+    # tensor was not float64 (autocast leaves float64 alone). A fix then upcasts with
+    # `promote_types`, not `.float()`, which would cast float64 down.
+    unless_float64: bool = field(default=False, compare=False)
 
     def assuming(self, why: str) -> DType:
         """This dtype, resting on `why` (only half dtypes carry assumptions)."""
@@ -165,8 +169,13 @@ def promote(dtypes: list[DType]) -> DType:
 
 def carry_assumption(result: DType, inputs: list[DType]) -> DType:
     """`result`, marked with the first assumption among `inputs` when it is half: a result
-    computed from an assumed operand is only as certain as that operand."""
-    if not result.is_half or result.assumed:
+    computed from an assumed operand is only as certain as that operand. So is one computed
+    from an operand that is half only unless it was float64."""
+    if not result.is_half:
+        return result
+    if not result.unless_float64 and any(d.is_half and d.unless_float64 for d in inputs):
+        result = replace(result, unless_float64=True)
+    if result.assumed:
         return result
     for dtype in inputs:
         if dtype.assumed:
@@ -207,7 +216,7 @@ def join(a: DType, b: DType) -> DType:
     optional tensor) leaves the other path's dtype: where it is used as a tensor, it is
     that one."""
     if a == b:
-        return a
+        return carry_assumption(a, [b])
     if a.kind is DTypeKind.NONE:
         return b
     if b.kind is DTypeKind.NONE:

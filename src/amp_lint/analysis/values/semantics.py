@@ -291,7 +291,12 @@ def _apply_category(category: OpCategory, inputs: list[DType], region: AutocastR
     if known and all(d.kind in (DTypeKind.INTEGER, DTypeKind.BOOL) for d in known):
         return promote(inputs)
     if category is OpCategory.LOWER_PRECISION:
-        return region.lower_precision
+        result = region.lower_precision
+        # Autocast leaves float64 alone: from an input of unknown dtype (or one half only
+        # unless it was float64), the result is half only unless that input was float64.
+        if result.is_half and any(d.kind is DTypeKind.UNKNOWN or d.unless_float64 for d in known):
+            return replace(result, unless_float64=True)
+        return result
     if category is OpCategory.FLOAT32:
         return FLOAT32
     if category is OpCategory.BANNED:

@@ -24,7 +24,7 @@ EXPECTED = {
 
 def bce(head: torch.nn.Linear, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     p = torch.sigmoid(head(x))
-    return -(y * torch.log(p.float() + 1e-10) + (1 - y) * torch.log((1 - p).float() + 1e-10))
+    return -(y * torch.log(p.to(torch.promote_types(p.dtype, torch.float32)) + 1e-10) + (1 - y) * torch.log(1 - p.to(torch.promote_types(p.dtype, torch.float32)) + 1e-10))
 
 
 def run(device: str, dtype: torch.dtype | None) -> dict[str, torch.Tensor]:
