@@ -311,3 +311,93 @@ def test_a_function_that_restores_autocast_runs_in_half_and_backward_works(
     assert y.dtype == torch.bfloat16  # custom_fwd(cast_inputs=float32) would make it float32
     y.sum().backward()
     assert w.grad is not None
+
+
+CTX_FUNCTION = """\
+import torch
+
+
+class Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad @ w.t(), x.t() @ grad
+
+
+def run(x, w):
+    with torch.autocast("{device}", dtype=torch.bfloat16):
+        h = x @ w
+        return Scale.apply(h, w)
+"""
+
+
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_the_custom_function_fix_keeps_to_the_declared_torch_floor(
+    tmp_path: Path, device: str
+) -> None:
+    """`torch.amp.custom_fwd` is torch 2.4's: a project declaring torch>=2.2 gets the CUDA
+    decorators of `torch.cuda.amp`, and no fix for CPU autocast (there is none before 2.4)."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "p"\nversion = "0"\ndependencies = ["torch>=2.2"]\n'
+    )
+    path = tmp_path / "functions.py"
+    source = CTX_FUNCTION.format(device=device)
+    path.write_text(source)
+    amp_lint(tmp_path, "check", "--no-cache", "--fix", "--unsafe-fixes", "functions.py")
+    fixed = path.read_text()
+    assert "torch.amp.custom_fwd" not in fixed
+    if device == "cpu":
+        assert fixed == source
+    else:
+        assert "@torch.cuda.amp.custom_fwd(cast_inputs=torch.float32)" in fixed
+        assert "@torch.cuda.amp.custom_bwd" in fixed
+
+
+GUARDED = """\
+import torch
+from torch import nn
+
+
+class Descriptor(nn.Module):
+    def __init__(self, eps: float = 1e-10) -> None:
+        super().__init__()
+        self.layer = nn.Conv2d(1, 8, 3)
+        self.desc_norm = nn.LocalResponseNorm(16, 16.0, 0.5, 0.0)
+        self.eps_l2_norm = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.layer(x)
+        if x.dtype in (torch.float16, torch.bfloat16):
+            x = self.desc_norm(x.float() + self.eps_l2_norm).to(x.dtype)
+        else:
+            x = self.desc_norm(x + self.eps_l2_norm)
+        return x.flatten(1)
+"""
+
+
+def test_library_mode_fixes_keep_float64(tmp_path: Path) -> None:
+    """In library mode half rests on an assumption ("this runs under autocast"), so a fix
+    there keeps float64: kornia's `else` branch of a dtype guard sees float32 and float64
+    only, and `.float()` cast float64 down."""
+    path = tmp_path / "guarded.py"
+    path.write_text(GUARDED)
+    amp_lint(
+        tmp_path, "check", "--no-cache", "--fix", "--unsafe-fixes",
+        "--assume-autocast", "float16", "guarded.py",
+    )  # fmt: skip
+    fixed_source = path.read_text()
+    assert "x.to(torch.promote_types(x.dtype, torch.float32)) + self.eps_l2_norm" in fixed_source
+    (tmp_path / "original.py").write_text(GUARDED)
+    original, fixed = load(tmp_path / "original.py"), load(path)
+    torch.manual_seed(0)
+    before = original.Descriptor().double()
+    after = fixed.Descriptor().double()
+    after.load_state_dict(before.state_dict())
+    x = torch.rand(2, 1, 8, 8, dtype=torch.float64)
+    assert after(x).dtype == torch.float64
+    assert torch.equal(after(x), before(x))

@@ -48,8 +48,12 @@ def method_call(expr: cst.BaseExpression, method: str, args: str = "") -> cst.Ba
 
 
 def is_certain(dtype: DType) -> bool:
-    """Half for certain (not only unless float64), or float32: `.float()` is right."""
-    return dtype.kind is DTypeKind.FLOAT32 or (dtype.is_half and not dtype.unless_float64)
+    """Half for certain, or float32: `.float()` is right. Not a half that holds only unless an
+    input was float64, nor one resting on an assumption (library mode's "this runs under
+    autocast": kornia's `else` branch of `x.dtype in (float16, bfloat16)` sees float64)."""
+    if dtype.kind is DTypeKind.FLOAT32:
+        return True
+    return dtype.is_half and not dtype.unless_float64 and not dtype.assumed
 
 
 def upcast(
@@ -72,7 +76,7 @@ def upcast(
     if torch is None:
         return None
     name = dotted_name(expr)
-    if tensor and name is not None and dtype.kind is DTypeKind.UNKNOWN:
+    if name is not None and (dtype.is_half or (tensor and dtype.kind is DTypeKind.UNKNOWN)):
         return _promoted(expr, name, torch)
     return _LeafUpcast(torch, dtype_of).rewrite(expr)
 
@@ -130,7 +134,7 @@ class _LeafUpcast:
         if not dtype.is_half:
             return expr  # float32, float64, not a tensor, or unknown (maybe a Python number)
         self.changed = True
-        if not dtype.unless_float64:
+        if is_certain(dtype):
             return method_call(expr, "float")
         return _promoted(expr, name, self.torch)
 

@@ -22,15 +22,14 @@ from amp_lint.analysis.autograd.dtype_handling import (
 from amp_lint.analysis.autograd.functions import (
     computes_indices,
     converts_dtypes,
+    takes_only_tensors,
     too_few_arguments,
 )
 from amp_lint.analysis.interpreter.frames import ExecutionContext
 from amp_lint.analysis.regions.finder import AutocastRegion
 from amp_lint.analysis.syntax.calls import build_index
 from amp_lint.analysis.syntax.module import ModuleFacts
-from amp_lint.analysis.syntax.names import ModuleNames
-from amp_lint.findings import Edit, Fix, FixSafety
-from amp_lint.fixes.amp_api import torch_spelling
+from amp_lint.fixes.custom_function import custom_fwd_fix
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import brief, code
 
@@ -235,48 +234,14 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
         # A Function defined in another file is fixed there: no edit is offered here. The
         # decorators do not work on a setup_context-style Function (uses_setup_context).
         fix = (
-            self._fix(forward, backward, fwd, bwd, targets, ctx.facts.names)
-            if function.path is None and not function.uses_setup_context
+            custom_fwd_fix(forward, backward, fwd, bwd, targets, ctx.facts)
+            if function.path is None
+            and not function.uses_setup_context
+            and takes_only_tensors(forward, node)
             else None
         )
         summary = _summary(function, fwd_missing, bwd_missing)
         yield Report(node, message, fix, summary=summary)
-
-    def _fix(
-        self,
-        forward: cst.FunctionDef,
-        backward: cst.FunctionDef | None,
-        fwd: Decorated,
-        bwd: Decorated | None,
-        targets: tuple[str, ...],
-        names: ModuleNames,
-    ) -> Fix | None:
-        torch = torch_spelling(names)
-        if torch is None:
-            return None
-        edits: list[Edit] = []
-        added_fwd = [
-            f'{torch}.amp.custom_fwd(device_type="{d}", cast_inputs={torch}.float32)'
-            for d in targets
-            if not fwd.covers(d)
-        ]
-        if added_fwd:
-            edits.append(Edit(forward, _with_decorators(forward, added_fwd)))
-        if backward is not None and bwd is not None:
-            added_bwd = [
-                f'{torch}.amp.custom_bwd(device_type="{d}")' for d in targets if not bwd.covers(d)
-            ]
-            if added_bwd:
-                edits.append(Edit(backward, _with_decorators(backward, added_bwd)))
-        if not edits:
-            return None
-        devices = " and ".join(f'"{d}"' for d in targets)
-        return Fix(
-            FixSafety.UNSAFE,
-            f"Decorate forward with `custom_fwd` and backward with `custom_bwd` ({devices})",
-            edits=tuple(edits),
-            imports=("torch",) if torch == "torch" and "torch" not in names.bindings else (),
-        )
 
 
 def _decorated_setup_context(node: cst.Call, function: FunctionClass) -> Report:
@@ -302,18 +267,6 @@ def _target_devices(region: AutocastRegion, fwd: Decorated) -> tuple[str, ...]:
         return (region.device,)
     literal = sorted(d for d in fwd.devices if d is not None)
     return tuple(literal) if literal else _UNKNOWN_DEVICE_TARGETS
-
-
-def _with_decorators(method: cst.FunctionDef, added: list[str]) -> cst.FunctionDef:
-    """`added` inserted right under `@staticmethod` (or last, next to the `def`)."""
-    decorators = list(method.decorators)
-    position = len(decorators)
-    for i, decorator in enumerate(decorators):
-        expr = decorator.decorator
-        if isinstance(expr, cst.Name) and expr.value == "staticmethod":
-            position = i + 1
-    new = [cst.Decorator(decorator=cst.parse_expression(text)) for text in added]
-    return method.with_changes(decorators=[*decorators[:position], *new, *decorators[position:]])
 
 
 def _summary(function: FunctionClass, fwd_missing: bool, bwd_missing: bool) -> str:

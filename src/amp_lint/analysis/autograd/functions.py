@@ -8,6 +8,7 @@ Function can meet mismatched dtypes under autocast."""
 from __future__ import annotations
 
 import builtins
+import re
 from collections.abc import Iterator
 
 import libcst as cst
@@ -181,6 +182,36 @@ def bound_arguments(
     bound = list(zip(params, positional_arguments(call)))
     bound += [(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
     return bound
+
+
+def takes_only_tensors(forward: cst.FunctionDef, call: cst.Call) -> bool:
+    """Nothing shows that forward takes other than tensors: no `*args`/`**kwargs`, no
+    parameter annotated with a type that is not a Tensor, no container, lambda or string
+    passed. `custom_fwd(cast_inputs=...)` rebuilds every argument (lists are copied, other
+    iterables become generators, and a cast copy has no grad), which breaks Functions that take
+    layers, callables or lists (reformer's reversible layers, a loss's `function` argument)."""
+    params = forward.params
+    if isinstance(params.star_arg, cst.Param) or params.star_kwarg is not None:
+        return False
+    module = cst.Module([])
+    for param in _parameters_after_ctx(forward):
+        if param.annotation is not None:
+            annotation = module.code_for_node(param.annotation.annotation)
+            if not _TENSOR_ANNOTATION.match(annotation):
+                return False
+    return not any(
+        isinstance(argument, _NOT_TENSORS) for _, argument in bound_arguments(forward, call)
+    )
+
+
+# `Tensor`, `torch.Tensor`, optionally `Optional[...]` or `... | None`.
+_TENSOR_ANNOTATION = re.compile(
+    r"^(?:(?:typing\.)?Optional\[(?:torch\.)?Tensor\]|(?:torch\.)?Tensor(?:\s*\|\s*None)?)$"
+)
+_NOT_TENSORS = (
+    cst.List, cst.Dict, cst.Set, cst.Tuple, cst.Lambda, cst.SimpleString,
+    cst.ConcatenatedString, cst.FormattedString, cst.ListComp, cst.DictComp,
+)  # fmt: skip
 
 
 def too_few_arguments(forward: cst.FunctionDef, call: cst.Call) -> bool:
