@@ -25,7 +25,21 @@ from runners import amp_lint
 
 torch = pytest.importorskip("torch")
 
-KINDS = """\
+# A Function saving half inputs whose backward multiplies them with float32 gradients.
+SCALE = """\
+class Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad @ w.t(), x.t() @ grad
+"""
+KINDS = (
+    """\
 import torch
 import torch.nn.functional as F
 
@@ -67,23 +81,16 @@ def normalized(x, w):
         return F.normalize(h, dim=-1, eps=1e-12)
 
 
-class Scale(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, w):
-        ctx.save_for_backward(x, w)
-        return x @ w
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, w = ctx.saved_tensors
-        return grad @ w.t(), x.t() @ grad
-
+"""
+    + SCALE
+    + """
 
 def custom_function(x, w):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         h = x @ w
         return Scale.apply(h, w)
 """
+)
 
 # What each function's fix writes.
 EXPECTED_FIXES = {
@@ -313,27 +320,21 @@ def test_a_function_that_restores_autocast_runs_in_half_and_backward_works(
     assert w.grad is not None
 
 
-CTX_FUNCTION = """\
+CTX_FUNCTION = (
+    """\
 import torch
 
 
-class Scale(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, w):
-        ctx.save_for_backward(x, w)
-        return x @ w
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, w = ctx.saved_tensors
-        return grad @ w.t(), x.t() @ grad
-
+"""
+    + SCALE
+    + """
 
 def run(x, w):
     with torch.autocast("{device}", dtype=torch.bfloat16):
         h = x @ w
         return Scale.apply(h, w)
 """
+)
 
 
 @pytest.mark.parametrize("device", ["cuda", "cpu"])

@@ -13,7 +13,7 @@ from amp_lint.analysis.values.value import Value
 from amp_lint.findings import Fix
 from amp_lint.fixes.upcasts import upcast_fix
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import brief, code, subscript_indices
+from amp_lint.rules.common import UPCAST_FIX_SAFETY, brief, code, subscript_indices
 
 # Calls that take an index tensor, and where it is (position, keyword).
 _INDEX_METHODS = {
@@ -65,18 +65,14 @@ with torch.autocast("cuda"):
     idx = (coords.float() * 4096).long()
     picked = table[idx]
 """
-    fix_safety = """\
+    fix_safety = (
+        """\
 The fix computes the index arithmetic in float32 (`.float()` on the half operands before
 the conversion to integer). It is **unsafe**: it changes which indices are produced, which is
 the point, but is a numerical change all the same. There is no fix when the half value is
-converted directly (`h.long()`): the rounding happened when `h` was computed.
-
-Library code may receive float64, which autocast leaves alone, and `.float()` would cast it
-down. So `.float()` is written only on a value known to be half (or float32); a value autocast
-made half from an input of unknown dtype gets `x.to(torch.promote_types(x.dtype,
-torch.float32))`, which keeps float64, and only when `x` is a plain name or attribute (the
-form repeats it); otherwise the finding has no fix. A value known to be float64 is left as it
-is. `tests/test_fix_runtime.py` runs each fix in float32 and float64."""
+converted directly (`h.long()`): the rounding happened when `h` was computed."""
+        + UPCAST_FIX_SAFETY
+    )
     known_limitations = """\
 Only conversions that amp-lint can see (`.long()`, `.int()`, `.to(torch.long)` and friends
 applied to a value known to be half precision) are followed, within a function and into

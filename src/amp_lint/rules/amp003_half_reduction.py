@@ -14,7 +14,7 @@ from amp_lint.analysis.values.semantics import op_name_for_function
 from amp_lint.findings import Fix
 from amp_lint.fixes.upcasts import upcast_fix
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import brief, code, half_brief, half_phrase
+from amp_lint.rules.common import UPCAST_FIX_SAFETY, brief, code, half_brief, half_phrase
 
 # Reductions whose float16 *result* overflows past 65504 (sum of 4096 values of ±300 is
 # already inf; var of ±300 data is 90000). mean/std/norm accumulate in float32 and return
@@ -78,20 +78,16 @@ with torch.autocast("cpu", dtype=torch.float16):
     energy = (out.float() * out.float()).sum()
     total = out.float().sum()
 """
-    fix_safety = """\
+    fix_safety = (
+        """\
 The fix upcasts with `.float()` before the reduction. It is **unsafe**: the result becomes
 float32 instead of float16, which changes numerics and the dtype seen by later code. There is
 no fix for linear attention's contractions: `.float()` operands are cast back by autocast,
 and a float32 `kᵀv` is cast back to half by the matmul that consumes it, so the whole
 attention (kᵀv, the normaliser and their products) must move into
-`with torch.autocast(..., enabled=False):` with `.float()` operands, by hand.
-
-Library code may receive float64, which autocast leaves alone, and `.float()` would cast it
-down. So `.float()` is written only on a value known to be half (or float32); a value autocast
-made half from an input of unknown dtype gets `x.to(torch.promote_types(x.dtype,
-torch.float32))`, which keeps float64, and only when `x` is a plain name or attribute (the
-form repeats it); otherwise the finding has no fix. A value known to be float64 is left as it
-is. `tests/test_fix_runtime.py` runs each fix in float32 and float64."""
+`with torch.autocast(..., enabled=False):` with `.float()` operands, by hand."""
+        + UPCAST_FIX_SAFETY
+    )
     known_limitations = """\
 Only flagged when the input is known to be float16 (or half of unknown precision under a
 region whose dtype may be float16); bfloat16 has float32's range and is not flagged. With an

@@ -17,6 +17,7 @@ from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import (
     FLOAT16_OVERFLOWING_EPS_BELOW,
     FLOAT16_ROUNDS_TO_ZERO_BELOW,
+    UPCAST_FIX_SAFETY,
     brief,
     code,
     half_phrase,
@@ -71,18 +72,14 @@ with torch.autocast("cuda"):
     h = encoder(x)  # float16
     z = (h - h.mean(0)).float() / (h.std(0).float() + 1e-8)
 """
-    fix_safety = """\
+    fix_safety = (
+        """\
 The fix computes the division in float32 (`.float()` on the numerator and on the half part
 of the denominator, under the root if there is one); for `torch.rsqrt(v + eps)` and
 `(v + eps) ** -0.5`, which are reported on their own, `.float()` on `v`. It is **unsafe**:
-the result becomes float32 instead of float16.
-
-Library code may receive float64, which autocast leaves alone, and `.float()` would cast it
-down. So `.float()` is written only on a value known to be half (or float32); a value autocast
-made half from an input of unknown dtype gets `x.to(torch.promote_types(x.dtype,
-torch.float32))`, which keeps float64, and only when `x` is a plain name or attribute (the
-form repeats it); otherwise the finding has no fix. A value known to be float64 is left as it
-is. `tests/test_fix_runtime.py` runs each fix in float32 and float64."""
+the result becomes float32 instead of float16."""
+        + UPCAST_FIX_SAFETY
+    )
     known_limitations = """\
 Only denominators that carry an explicit epsilon (`d + eps`, `torch.add(d, eps)`,
 `d.clamp(min=eps)`, `torch.clamp(d, min=eps)`, `d.clamp_min(eps)`,

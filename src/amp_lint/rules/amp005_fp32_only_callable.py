@@ -12,7 +12,7 @@ from amp_lint.analysis.values.dtypes import DType
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import call_in_fp32_island
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import brief
+from amp_lint.rules.common import UPCAST_FIX_SAFETY, brief
 
 # Classes whose instances, and functions which, compute image metrics or perceptual losses.
 FP32_ONLY_CLASSES = frozenset(
@@ -96,7 +96,8 @@ with torch.autocast("cuda"):
     with torch.autocast("cuda", enabled=False):
         loss = 1 - ssim(fake.float(), real, data_range=255.0)
 """
-    fix_safety = """\
+    fix_safety = (
+        """\
 The fix wraps the statement in an fp32 island (`with torch.autocast(<device>, enabled=False):`)
 and calls `.float()` on the positional arguments the analysis knows are floating-point tensors
 (computed under the region, like `fake` above, or made by torch). Numbers, strings, flags and
@@ -106,14 +107,9 @@ and returns float32, which changes numerics (that is the point); an argument of 
 that is in fact a half tensor still needs its own `.float()`. The island uses the region's
 device when it is a literal, otherwise `<first tensor argument>.device.type`. There is no fix
 when no argument is known to be a tensor, when the call is not the only statement on its line,
-or when it sits in a compound statement's header.
-
-Library code may receive float64, which autocast leaves alone, and `.float()` would cast it
-down. So `.float()` is written only on a value known to be half (or float32); a value autocast
-made half from an input of unknown dtype gets `x.to(torch.promote_types(x.dtype,
-torch.float32))`, which keeps float64, and only when `x` is a plain name or attribute (the
-form repeats it); otherwise the finding has no fix. A value known to be float64 is left as it
-is. `tests/test_fix_runtime.py` runs each fix in float32 and float64."""
+or when it sits in a compound statement's header."""
+        + UPCAST_FIX_SAFETY
+    )
     known_limitations = """\
 Objects are recognised when they are created in the same module (`self.lpips =
 lpips.LPIPS()` in `__init__`, or a module-level or local variable). Add your own classes and

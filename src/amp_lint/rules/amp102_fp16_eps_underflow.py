@@ -15,6 +15,7 @@ from amp_lint.fixes.upcasts import upcast_fix
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import (
     FLOAT16_ROUNDS_TO_ZERO_BELOW,
+    UPCAST_FIX_SAFETY,
     brief,
     code,
     half_brief,
@@ -93,7 +94,8 @@ with torch.autocast("cuda"):
     p = torch.sigmoid(head(x))  # float16: 0 for logits below -17
     loss = -(y * torch.log(p.float() + 1e-10) + (1 - y) * torch.log((1 - p).float() + 1e-10))
 """
-    fix_safety = """\
+    fix_safety = (
+        """\
 The fix computes the guarded expression in float32 with `.float()` on the half-precision
 operand (the input tensor of `F.normalize`/`F.cosine_similarity`). It is **unsafe**: the
 result becomes float32 instead of float16, and values that had already rounded to 0 in
@@ -101,14 +103,9 @@ float16 stay 0 (the eps then guards them, but their float32 value is not recover
 cross-entropy, `F.binary_cross_entropy_with_logits` or `log_softmax` on the logits is the
 better rewrite, which the fixer does not attempt. In-place ops (`p.clamp_(min=1e-8)`,
 `p.add_(1e-8)`) get no fix: they write back into the float16 tensor, and `.float()` in front
-of them would guard a copy that is thrown away.
-
-Library code may receive float64, which autocast leaves alone, and `.float()` would cast it
-down. So `.float()` is written only on a value known to be half (or float32); a value autocast
-made half from an input of unknown dtype gets `x.to(torch.promote_types(x.dtype,
-torch.float32))`, which keeps float64, and only when `x` is a plain name or attribute (the
-form repeats it); otherwise the finding has no fix. A value known to be float64 is left as it
-is. `tests/test_fix_runtime.py` runs each fix in float32 and float64."""
+of them would guard a copy that is thrown away."""
+        + UPCAST_FIX_SAFETY
+    )
     known_limitations = """\
 Only `x + eps`, `torch.add`/`x.add(eps)`, lower clamp bounds (`clamp`, `clip`,
 `clamp_min`) and the `eps` of `F.normalize`/`F.cosine_similarity` are checked; augmented

@@ -14,6 +14,7 @@ from amp_lint.analysis.values.optables import OpCategory, load_op_tables
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import call_in_fp32_island, torch_name
 from amp_lint.rules.base import Report, Rule
+from amp_lint.rules.common import UPCAST_FIX_SAFETY
 from amp_lint.rules.island_safety import island_changes_only_the_call
 
 _OP = "binary_cross_entropy"
@@ -69,7 +70,8 @@ with torch.autocast("cuda"):
     logits = model(x)
     loss = F.binary_cross_entropy_with_logits(logits, target)
 """
-    fix_safety = """\
+    fix_safety = (
+        """\
 One fix per finding, the best that applies:
 
 * When the input is literally a sigmoid (`torch.sigmoid(z)`, `z.sigmoid()`, `F.sigmoid(z)`,
@@ -88,14 +90,9 @@ One fix per finding, the best that applies:
   **safe** when nothing else in the statement calls a function or multiplies matrices (the
   island would run those in float32 too); otherwise it is **unsafe**. The island's device is
   the region's literal device, else `<input>.device.type`. There is no fix when the call is
-  not the only statement on its line or sits in a compound statement's header.
-
-Library code may receive float64, which autocast leaves alone, and `.float()` would cast it
-down. So `.float()` is written only on a value known to be half (or float32); a value autocast
-made half from an input of unknown dtype gets `x.to(torch.promote_types(x.dtype,
-torch.float32))`, which keeps float64, and only when `x` is a plain name or attribute (the
-form repeats it); otherwise the finding has no fix. A value known to be float64 is left as it
-is. `tests/test_fix_runtime.py` runs each fix in float32 and float64."""
+  not the only statement on its line or sits in a compound statement's header."""
+        + UPCAST_FIX_SAFETY
+    )
     known_limitations = """\
 `nn.BCELoss` objects are recognised when they are created in the same module (a module-level
 or local variable, or `self.x = nn.BCELoss()` in `__init__`). Regions whose device is known

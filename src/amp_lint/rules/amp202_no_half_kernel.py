@@ -17,7 +17,7 @@ from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.builders import device_code_for_island, fp32_island, torch_name
 from amp_lint.fixes.upcasts import upcast, upcast_fix
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import brief, code
+from amp_lint.rules.common import UPCAST_FIX_SAFETY, brief, code
 from amp_lint.rules.island_safety import island_changes_only_the_call
 
 
@@ -181,7 +181,8 @@ with torch.autocast("cuda"):
     gram = features.mT @ features  # float16
     whitening = torch.linalg.inv(gram.float())
 """
-    fix_safety = """\
+    fix_safety = (
+        """\
 The fix calls `.float()` on the op's half-precision tensor arguments. It is **safe** for the
 linear-algebra ops: wherever the original ran (on CPU, autocast casts their input to float32
 itself) the result is the same, and where it raised it now runs in float32. It is **unsafe**
@@ -195,14 +196,9 @@ island (`with torch.autocast(<device>, enabled=False):`) as well. That is **safe
 statement makes no other call and no `@` product (the island then changes only this call, and
 CPU autocast runs these ops entirely in float32 too), otherwise **unsafe**. There is no island
 fix when the call is not the only statement on its line or sits in a compound statement's
-header.
-
-Library code may receive float64, which autocast leaves alone, and `.float()` would cast it
-down. So `.float()` is written only on a value known to be half (or float32); a value autocast
-made half from an input of unknown dtype gets `x.to(torch.promote_types(x.dtype,
-torch.float32))`, which keeps float64, and only when `x` is a plain name or attribute (the
-form repeats it); otherwise the finding has no fix. A value known to be float64 is left as it
-is. `tests/test_fix_runtime.py` runs each fix in float32 and float64."""
+header."""
+        + UPCAST_FIX_SAFETY
+    )
     known_limitations = """\
 Only inputs known to be half precision are flagged (the outputs of matmuls, convolutions and
 linear layers under autocast, `.half()` tensors, ...); a parameter of unknown dtype is not.

@@ -116,3 +116,15 @@ def written_tensor(node: cst.BaseExpression) -> cst.BaseExpression:
     ):
         node = node.func.value
     return node
+
+
+# The fix-safety paragraph of every rule whose fix upcasts with fixes/upcasts.py.
+UPCAST_FIX_SAFETY = """
+
+Library code may receive float64, which autocast leaves alone, and `.float()` would cast it
+down. So `.float()` is written only on a value known to be half (not resting on library mode's
+assumption) or float32; a value that may be float64 (autocast made it half from an input of
+unknown dtype) gets `x.to(torch.promote_types(x.dtype, torch.float32))` on each of its half
+names, which keeps float64, and no fix when it holds a matmul (autocast would cast the upcast
+back). A value known to be float64 is left as it is. `tests/test_fix_runtime.py` runs each fix
+in float32 and float64."""
