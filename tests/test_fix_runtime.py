@@ -402,3 +402,38 @@ def test_library_mode_fixes_keep_float64(tmp_path: Path) -> None:
     x = torch.rand(2, 1, 8, 8, dtype=torch.float64)
     assert after(x).dtype == torch.float64
     assert torch.equal(after(x), before(x))
+
+
+SHARED = """\
+import torch
+
+
+def _to_luv(x, y, z, eps: float = 1e-12):
+    return (4 * x) / (x + 15 * y + 3 * z + eps)
+
+
+def rgb_to_luv(image: torch.Tensor) -> torch.Tensor:
+    x, y, z = image.unbind(-3)
+    return _to_luv(x, y, z)
+
+
+def rgb_to_luv_half(image: torch.Tensor) -> torch.Tensor:
+    x, y, z = image.half().unbind(-3)
+    return _to_luv(x, y, z)
+"""
+
+
+def test_a_fix_in_a_function_every_caller_shares_keeps_float64(tmp_path: Path) -> None:
+    """The half is one caller's (`rgb_to_luv_half`); the fixed `_to_luv` also serves
+    `rgb_to_luv`, which passes float64 (kornia's colour conversions): no `.float()`."""
+    path = tmp_path / "luv.py"
+    path.write_text(SHARED)
+    amp_lint(tmp_path, "check", "--no-cache", "--fix", "--unsafe-fixes", "luv.py")
+    fixed_source = path.read_text()
+    assert fixed_source != SHARED and ".float()" not in fixed_source
+    (tmp_path / "original.py").write_text(SHARED)
+    original, fixed = load(tmp_path / "original.py"), load(path)
+    image = torch.rand(3, 4, 4, dtype=torch.float64)
+    assert fixed.rgb_to_luv(image).dtype == torch.float64
+    assert torch.equal(fixed.rgb_to_luv(image), original.rgb_to_luv(image))
+    assert torch.isfinite(fixed.rgb_to_luv_half(torch.zeros(3, 2, 2))).all()

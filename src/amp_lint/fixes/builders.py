@@ -118,6 +118,7 @@ def call_in_fp32_island(
     dtype_of: DTypeOf,
     *,
     scripted: bool = False,
+    shared: bool = False,
 ) -> tuple[cst.With | cst.If, bool] | None:
     """`line` rewritten as an fp32 island around itself, with an upcast (`upcast`) on each of
     `tensors` (some of `call`'s arguments, with their dtypes); and whether `import torch` must
@@ -130,7 +131,7 @@ def call_in_fp32_island(
     torch, needs_import = torch_name(names)
     upcasts: dict[int, cst.BaseExpression] = {}
     for tensor, dtype in tensors:
-        upcasted = upcast(tensor, dtype, names, dtype_of, tensor=True)
+        upcasted = upcast(tensor, dtype, names, dtype_of, tensor=True, shared=shared)
         if upcasted is None:
             return None
         upcasts[id(tensor)] = upcasted

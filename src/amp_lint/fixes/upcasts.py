@@ -63,22 +63,27 @@ def upcast(
     dtype_of: DTypeOf,
     *,
     tensor: bool = False,
+    shared: bool = False,
 ) -> cst.BaseExpression | None:
     """`expr` computed in float32 at least, float64 kept (the module's docstring); `expr`
     itself when it is float64 already; None when no upcast is right for every dtype it may
     have. `tensor`: `expr` is a tensor whatever its dtype (the op it goes to takes nothing
-    else), so a plain name of unknown dtype gets the promote_types form too."""
+    else), so a plain name of unknown dtype gets the promote_types form too. `shared`: the
+    dtypes are one caller's (the analysis reached this code through a call), and the fixed
+    code serves every caller: no half or float32 is certain, another caller may pass float64
+    (kornia's `_rgb_to_luv`, called with `image.float()` and with `image`)."""
     if dtype.kind is DTypeKind.FLOAT64:
         return expr
-    if is_certain(dtype):
+    if is_certain(dtype) and not shared:
         return method_call(expr, "float")
     torch = torch_spelling(names)
     if torch is None:
         return None
     name = dotted_name(expr)
-    if name is not None and (dtype.is_half or (tensor and dtype.kind is DTypeKind.UNKNOWN)):
+    known_float = dtype.is_half or dtype.kind is DTypeKind.FLOAT32
+    if name is not None and (known_float or (tensor and dtype.kind is DTypeKind.UNKNOWN)):
         return _promoted(expr, name, torch)
-    return _LeafUpcast(torch, dtype_of).rewrite(expr)
+    return _LeafUpcast(torch, dtype_of, shared).rewrite(expr)
 
 
 def _promoted(expr: cst.BaseExpression, name: str, torch: str) -> cst.BaseExpression:
@@ -98,9 +103,10 @@ def torch_spelling(names: ModuleNames) -> str | None:
 
 
 class _LeafUpcast:
-    def __init__(self, torch: str, dtype_of: DTypeOf) -> None:
+    def __init__(self, torch: str, dtype_of: DTypeOf, shared: bool) -> None:
         self.torch = torch
         self.dtype_of = dtype_of
+        self.shared = shared
         self.changed = False
         self.refused = False
 
@@ -134,7 +140,7 @@ class _LeafUpcast:
         if not dtype.is_half:
             return expr  # float32, float64, not a tensor, or unknown (maybe a Python number)
         self.changed = True
-        if is_certain(dtype):
+        if is_certain(dtype) and not self.shared:
             return method_call(expr, "float")
         return _promoted(expr, name, self.torch)
 
@@ -145,12 +151,14 @@ def upcast_fix(
     names: ModuleNames,
     dtype_of: DTypeOf,
     safety: FixSafety = FixSafety.UNSAFE,
+    *,
+    shared: bool = False,
 ) -> Fix | None:
     """A fix upcasting each operand (`upcast`); None when one has no right upcast (a fix that
     upcasts only some would be another bug) or none needs one."""
     edits = []
     for expr, dtype in operands:
-        upcasted = upcast(expr, dtype, names, dtype_of)
+        upcasted = upcast(expr, dtype, names, dtype_of, shared=shared)
         if upcasted is None:
             return None
         if upcasted is not expr:

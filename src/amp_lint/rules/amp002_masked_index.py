@@ -141,6 +141,7 @@ float32 (an fp32 island around the layer) instead."""
             [(operand, ctx.dtype(operand)) for operand in operands],
             ctx.facts.names,
             ctx.dtype,
+            shared=bool(ctx.frame.chain),
         )
 
 

@@ -237,7 +237,9 @@ def _square_operands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 
 def _fix(operands: list[cst.BaseExpression], title: str, ctx: ExecutionContext) -> Fix | None:
-    return upcast_fix(title, [(o, ctx.dtype(o)) for o in operands], ctx.facts.names, ctx.dtype)
+    operands_with_dtypes = [(o, ctx.dtype(o)) for o in operands]
+    shared = bool(ctx.frame.chain)
+    return upcast_fix(title, operands_with_dtypes, ctx.facts.names, ctx.dtype, shared=shared)
 
 
 def _where(ctx: ExecutionContext) -> str:

@@ -166,7 +166,11 @@ def _check_inverse_root(
         f"`{brief(node, 20)}`: {eps:g} is 0 in float16: zero values give inf; add eps in float32"
     )
     fix = upcast_fix(
-        "Compute the guard in float32", [(base, ctx.dtype(base))], ctx.facts.names, ctx.dtype
+        "Compute the guard in float32",
+        [(base, ctx.dtype(base))],
+        ctx.facts.names,
+        ctx.dtype,
+        shared=bool(ctx.frame.chain),
     )
     yield Report(node, message, fix, summary=summary)
 
@@ -335,4 +339,6 @@ def _fix(
     operands = [(base, ctx.dtype(base))]
     if (numerator_dtype := ctx.dtype(numerator)).is_half:
         operands.insert(0, (numerator, numerator_dtype))
-    return upcast_fix("Divide in float32", operands, ctx.facts.names, ctx.dtype)
+    return upcast_fix(
+        "Divide in float32", operands, ctx.facts.names, ctx.dtype, shared=bool(ctx.frame.chain)
+    )

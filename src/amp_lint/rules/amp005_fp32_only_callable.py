@@ -182,6 +182,7 @@ flagged for the same float32-only design but have no runtime case of their own y
             ctx.facts.names,
             ctx.dtype,
             scripted=ctx.facts.may_be_scripted,
+            shared=bool(ctx.frame.chain),
         )
         if island is None:
             return None

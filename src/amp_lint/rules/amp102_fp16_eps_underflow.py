@@ -197,7 +197,11 @@ float32 and are fine."""
             f"float32 with `.float()` on `{code(base)}`"
         )
         fix = upcast_fix(
-            "Compute in float32", [(base, ctx.dtype(base))], ctx.facts.names, ctx.dtype
+            "Compute in float32",
+            [(base, ctx.dtype(base))],
+            ctx.facts.names,
+            ctx.dtype,
+            shared=bool(ctx.frame.chain),
         )
         summary = f"{briefly}; compute it in float32"
         return Report(node, message, fix, summary=summary)
@@ -230,7 +234,9 @@ float32 and are fine."""
             "in float32 with `.float()` on the input"
         )
         half = [(t, d) for t, d in zip(tensors, dtypes) if d.is_half]
-        fix = upcast_fix("Compute in float32", half, ctx.facts.names, ctx.dtype)
+        fix = upcast_fix(
+            "Compute in float32", half, ctx.facts.names, ctx.dtype, shared=bool(ctx.frame.chain)
+        )
         summary = (
             f"`{brief(call.call, 25)}`: eps={eps:g} is 0 in {half_brief(norm_dtype)}, so a zero "
             "vector gives NaN; use `.float()` input"

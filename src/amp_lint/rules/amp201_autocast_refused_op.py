@@ -238,6 +238,7 @@ def _island_fix(
         ctx.facts.names,
         ctx.dtype,
         scripted=ctx.facts.may_be_scripted,
+        shared=bool(ctx.frame.chain),
     )
     if island is None:
         return None

@@ -355,6 +355,7 @@ def _fix(
             ctx.facts.names,
             ctx.dtype,
             FixSafety.UNSAFE if ran_before else FixSafety.SAFE,
+            shared=bool(ctx.frame.chain),
         )
     line = ctx.statement
     if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
@@ -365,7 +366,9 @@ def _fix(
     torch, needs_import = torch_name(ctx.facts.names)
     upcasts: dict[int, cst.BaseExpression] = {}
     for arg in half:
-        upcasted = upcast(arg, ctx.dtype(arg), ctx.facts.names, ctx.dtype)
+        upcasted = upcast(
+            arg, ctx.dtype(arg), ctx.facts.names, ctx.dtype, shared=bool(ctx.frame.chain)
+        )
         if upcasted is None:
             return None
         upcasts[id(arg)] = upcasted

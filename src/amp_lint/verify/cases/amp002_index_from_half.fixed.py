@@ -24,7 +24,7 @@ EXPECTED = {
 
 def gather(head: torch.nn.Linear, coords: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     rows_cols = head(coords)
-    flat = (rows_cols[:, 0].float() * 1000 + rows_cols[:, 1].float()).long()
+    flat = (rows_cols.to(torch.promote_types(rows_cols.dtype, torch.float32))[:, 0] * 1000 + rows_cols.to(torch.promote_types(rows_cols.dtype, torch.float32))[:, 1]).long()
     return table[flat]
 
 

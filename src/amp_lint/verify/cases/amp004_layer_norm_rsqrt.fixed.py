@@ -24,8 +24,8 @@ EXPECTED = {
 def layer_norm(encoder: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     h = encoder(x)
     mu = h.mean(-1, keepdim=True)
-    var = h.float().var(-1, keepdim=True, unbiased=False)
-    return (h - mu) * torch.rsqrt(var.float() + 1e-12)
+    var = h.to(torch.promote_types(h.dtype, torch.float32)).var(-1, keepdim=True, unbiased=False)
+    return (h - mu) * torch.rsqrt(var.to(torch.promote_types(var.dtype, torch.float32)) + 1e-12)
 
 
 def run(device: str, dtype: torch.dtype | None) -> dict[str, torch.Tensor]:

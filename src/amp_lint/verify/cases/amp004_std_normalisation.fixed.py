@@ -21,7 +21,7 @@ EXPECTED = {
 
 def standardise(encoder: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     h = encoder(x)
-    return (h - h.mean(0)).float() / (h.std(0).float() + 1e-8)
+    return (h.to(torch.promote_types(h.dtype, torch.float32)) - h.to(torch.promote_types(h.dtype, torch.float32)).mean(0)) / (h.to(torch.promote_types(h.dtype, torch.float32)).std(0) + 1e-8)
 
 
 def run(device: str, dtype: torch.dtype | None) -> dict[str, torch.Tensor]:

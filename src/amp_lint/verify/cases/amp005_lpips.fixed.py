@@ -23,7 +23,7 @@ EXPECTED = {
 
 def perceptual(loss_fn: torch.nn.Module, fake: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
     with torch.autocast(fake.device.type, enabled=False):
-        return loss_fn(fake.float(), real.float())
+        return loss_fn(fake.to(torch.promote_types(fake.dtype, torch.float32)), real.to(torch.promote_types(real.dtype, torch.float32)))
 
 
 def run(device: str, dtype: torch.dtype | None) -> dict[str, torch.Tensor]:

@@ -26,7 +26,7 @@ EXPECTED = {
 def ssim_loss(generator: torch.nn.Conv2d, z: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     fake = generator(z)
     with torch.autocast(fake.device.type, enabled=False):
-        return 1 - ssim(fake.float(), target.float(), data_range=255.0)
+        return 1 - ssim(fake.to(torch.promote_types(fake.dtype, torch.float32)), target.to(torch.promote_types(target.dtype, torch.float32)), data_range=255.0)
 
 
 def run(device: str, dtype: torch.dtype | None) -> dict[str, torch.Tensor]:

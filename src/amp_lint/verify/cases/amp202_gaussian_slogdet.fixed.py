@@ -25,7 +25,7 @@ EXPECTED = {
 def gaussian_log_likelihood_term(samples: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     centered = (samples - samples.mean(0)) @ w
     covariance = centered.mT @ centered / samples.shape[0]
-    sign, logabsdet = torch.linalg.slogdet(covariance.float())
+    sign, logabsdet = torch.linalg.slogdet(covariance.to(torch.promote_types(covariance.dtype, torch.float32)))
     return sign * logabsdet
 
 

@@ -25,7 +25,7 @@ EXPECTED = {
 def whitening_matrix(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     features = x @ w
     gram = features.mT @ features
-    return torch.linalg.inv(gram.float())
+    return torch.linalg.inv(gram.to(torch.promote_types(gram.dtype, torch.float32)))
 
 
 def run(device: str, dtype: torch.dtype | None) -> dict[str, torch.Tensor]:
