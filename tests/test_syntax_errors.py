@@ -20,11 +20,13 @@ DEPRECATED = b"import torch\n\nwith torch.cuda.amp.autocast():\n    pass\n"
 NOT_PYTHON = b"def f(:\n    pass\n"
 
 
-def cpython_position(source: bytes) -> str:
+def cpython_error(source: bytes) -> str:
+    """`LINE:COLUMN: cannot parse: MESSAGE` as this Python words it (3.9 words some errors
+    otherwise than 3.10 and later)."""
     try:
         compile(source, "<test>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
-        return f"{error.lineno}:{error.offset}"
+        return f"{error.lineno}:{error.offset}: cannot parse: {error.msg}"
     raise AssertionError("the source parses")
 
 
@@ -37,27 +39,27 @@ def test_a_file_without_amp_vocabulary_that_is_not_python_is_an_error(tmp_path: 
     (tmp_path / "deprecated.py").write_bytes(DEPRECATED)
     result = amp_lint_bytes(tmp_path, "check", ".")
     assert result.returncode == 2
-    assert errors(result) == ["amp-lint: error: broken.py:1:7: cannot parse: invalid syntax"]
+    assert errors(result) == [f"amp-lint: error: broken.py:{cpython_error(NOT_PYTHON)}"]
     assert b"deprecated.py:3:6: AMP401" in result.stdout  # the other files are still linted
 
 
 def test_a_file_the_first_pass_skips_is_checked_too(tmp_path: Path) -> None:
     """AMP vocabulary in a comment only: the quick first pass (first_pass.py) finds nothing
     to analyse, so libcst never parses it; its syntax is checked all the same."""
-    (tmp_path / "mentions.py").write_bytes(b"import torch\n# see autocast\ndef h(:\n")
+    source = b"import torch\n# see autocast\ndef h(:\n"
+    (tmp_path / "mentions.py").write_bytes(source)
     result = amp_lint_bytes(tmp_path, "check", ".")
     assert result.returncode == 2
-    assert errors(result) == ["amp-lint: error: mentions.py:3:7: cannot parse: invalid syntax"]
+    assert errors(result) == [f"amp-lint: error: mentions.py:{cpython_error(source)}"]
 
 
 def test_python_2_code_is_reported_with_cpythons_words(tmp_path: Path) -> None:
-    (tmp_path / "old.py").write_bytes(b'x = 1\nprint "x"\n')
+    source = b'x = 1\nprint "x"\n'
+    (tmp_path / "old.py").write_bytes(source)
     result = amp_lint_bytes(tmp_path, "check", ".")
     assert result.returncode == 2
-    assert errors(result) == [
-        "amp-lint: error: old.py:2:1: cannot parse: Missing parentheses in call to 'print'. "
-        "Did you mean print(...)?"
-    ]
+    assert errors(result) == [f"amp-lint: error: old.py:{cpython_error(source)}"]
+    assert "Missing parentheses in call to 'print'" in errors(result)[0]
 
 
 def test_an_error_in_amp_code_is_placed_where_cpython_places_it(tmp_path: Path) -> None:
@@ -65,8 +67,7 @@ def test_an_error_in_amp_code_is_placed_where_cpython_places_it(tmp_path: Path) 
     (tmp_path / "amp.py").write_bytes(source)
     result = amp_lint_bytes(tmp_path, "check", ".")
     assert result.returncode == 2
-    position = cpython_position(source)
-    assert errors(result) == [f"amp-lint: error: amp.py:{position}: cannot parse: invalid syntax"]
+    assert errors(result) == [f"amp-lint: error: amp.py:{cpython_error(source)}"]
 
 
 @pytest.mark.parametrize(
@@ -86,7 +87,7 @@ def test_code_that_libcst_reads_is_not_an_error(tmp_path: Path, source: bytes) -
 def test_standard_input_without_amp_vocabulary_is_checked(tmp_path: Path) -> None:
     result = amp_lint_bytes(tmp_path, "check", "-", stdin=NOT_PYTHON)
     assert result.returncode == 2
-    assert errors(result) == ["amp-lint: error: -:1:7: cannot parse: invalid syntax"]
+    assert errors(result) == [f"amp-lint: error: -:{cpython_error(NOT_PYTHON)}"]
     fixed = amp_lint_bytes(tmp_path, "check", "--fix", "-", stdin=NOT_PYTHON)
     assert (fixed.returncode, fixed.stdout) == (2, NOT_PYTHON)  # the input, unchanged
 
@@ -96,7 +97,7 @@ def test_the_error_is_in_json_output_runs_too(tmp_path: Path) -> None:
     result = amp_lint_bytes(tmp_path, "check", "--output-format", "json", ".")
     assert result.returncode == 2
     assert json.loads(result.stdout) == []
-    assert errors(result) == ["amp-lint: error: broken.py:1:7: cannot parse: invalid syntax"]
+    assert errors(result) == [f"amp-lint: error: broken.py:{cpython_error(NOT_PYTHON)}"]
 
 
 def test_only_changed_files_are_checked_again(
@@ -120,7 +121,7 @@ def test_only_changed_files_are_checked_again(
     second = amp_lint_bytes(tmp_path, "check", ".")
     # The file that failed is checked each run, as a file with AMP code is.
     assert sorted(checked) == ["broken.py", "module_3.py"]
-    assert errors(second) == ["amp-lint: error: broken.py:1:7: cannot parse: invalid syntax"]
+    assert errors(second) == [f"amp-lint: error: broken.py:{cpython_error(NOT_PYTHON)}"]
     checked.clear()
     (tmp_path / "broken.py").write_bytes(b"def f():\n    pass\n")
     third = amp_lint_bytes(tmp_path, "check", ".")
@@ -139,7 +140,5 @@ def test_the_console_script_checks_many_files_in_its_workers(tmp_path: Path) -> 
         timeout=120,
     )
     assert result.returncode == 2
-    position = cpython_position(b"x = (1,\n")
-    assert errors(result) == [
-        f"amp-lint: error: module_7.py:{position}: cannot parse: '(' was never closed"
-    ]
+    expected = cpython_error(b"x = (1,\n")
+    assert errors(result) == [f"amp-lint: error: module_7.py:{expected}"]
