@@ -20,6 +20,7 @@ from amp_lint.analysis.autograd.dtype_handling import (
     restores_forward_autocast,
 )
 from amp_lint.analysis.autograd.functions import (
+    bound_arguments,
     computes_indices,
     converts_dtypes,
     takes_only_tensors,
@@ -238,10 +239,23 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
             if function.path is None
             and not function.uses_setup_context
             and takes_only_tensors(forward, node)
+            and not _passes_objects(forward, node, ctx)
             else None
         )
         summary = _summary(function, fwd_missing, bwd_missing)
         yield Report(node, message, fix, summary=summary)
+
+
+def _passes_objects(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionContext) -> bool:
+    """The call passes a container (a list or dict variable, an `nn.ModuleList`) or another
+    object the analysis knows is not a tensor: `cast_inputs` rebuilds it, so a list the
+    Function appends to or a dict its backward writes into stays empty for the caller
+    (reformer, DeepSpeed's Domino linear)."""
+    for _, argument in bound_arguments(forward, call):
+        value = ctx.value(argument)
+        if value.elements is not None or value.each is not None or value.instance_of:
+            return True
+    return False
 
 
 def _decorated_setup_context(node: cst.Call, function: FunctionClass) -> Report:
