@@ -8,7 +8,6 @@ import libcst as cst
 
 from amp_lint.analysis.autograd.dtype_handling import Decorated
 from amp_lint.analysis.syntax.module import ModuleFacts
-from amp_lint.analysis.syntax.names import ModuleNames
 from amp_lint.findings import Edit, Fix, FixSafety
 from amp_lint.fixes.amp_api import torch_spelling
 
@@ -29,66 +28,43 @@ def custom_fwd_fix(
     if torch is None:
         return None
     floor = facts.config.torch_version
-    if floor is not None and floor < _DEVICE_DECORATORS_SINCE:
+    legacy = floor is not None and floor < _DEVICE_DECORATORS_SINCE
+    if legacy:
         # `torch.amp.custom_fwd` is torch 2.4's: older releases have the CUDA ones only
         # (`torch.cuda.amp.custom_fwd`), and nothing for CPU autocast.
         if "cuda" not in targets:
             return None
-        return _legacy_fix(forward, backward, fwd, bwd, torch, names)
+        targets = ("cuda",)
     edits: list[Edit] = []
-    added_fwd = [
-        f'{torch}.amp.custom_fwd(device_type="{d}", cast_inputs={torch}.float32)'
-        for d in targets
-        if not fwd.covers(d)
-    ]
+    added_fwd = [_fwd_decorator(torch, d, legacy) for d in targets if not fwd.covers(d)]
     if added_fwd:
         edits.append(Edit(forward, _with_decorators(forward, added_fwd)))
     if backward is not None and bwd is not None:
-        added_bwd = [
-            f'{torch}.amp.custom_bwd(device_type="{d}")' for d in targets if not bwd.covers(d)
-        ]
+        added_bwd = [_bwd_decorator(torch, d, legacy) for d in targets if not bwd.covers(d)]
         if added_bwd:
             edits.append(Edit(backward, _with_decorators(backward, added_bwd)))
     if not edits:
         return None
-    devices = " and ".join(f'"{d}"' for d in targets)
+    spelled = "torch.cuda.amp" if legacy else " and ".join(f'"{d}"' for d in targets)
     return Fix(
         FixSafety.UNSAFE,
-        f"Decorate forward with `custom_fwd` and backward with `custom_bwd` ({devices})",
+        f"Decorate forward with `custom_fwd` and backward with `custom_bwd` ({spelled})",
         edits=tuple(edits),
         imports=("torch",) if torch == "torch" and "torch" not in names.bindings else (),
     )
 
 
-def _legacy_fix(
-    forward: cst.FunctionDef,
-    backward: cst.FunctionDef | None,
-    fwd: Decorated,
-    bwd: Decorated | None,
-    torch: str,
-    names: ModuleNames,
-) -> Fix | None:
-    """The fix for a torch floor before 2.4: the CUDA decorators of `torch.cuda.amp`."""
-    added_fwd, added_bwd = _legacy_decorators(torch)
-    edits: list[Edit] = []
-    if not fwd.covers("cuda"):
-        edits.append(Edit(forward, _with_decorators(forward, [added_fwd])))
-    if backward is not None and bwd is not None and not bwd.covers("cuda"):
-        edits.append(Edit(backward, _with_decorators(backward, [added_bwd])))
-    if not edits:
-        return None
-    return Fix(
-        FixSafety.UNSAFE,
-        "Decorate forward with `custom_fwd` and backward with `custom_bwd` (torch.cuda.amp)",
-        edits=tuple(edits),
-        imports=("torch",) if torch == "torch" and "torch" not in names.bindings else (),
-    )
+def _fwd_decorator(torch: str, device: str, legacy: bool) -> str:
+    if legacy:
+        return f"{torch}.cuda.amp.custom_fwd(cast_inputs={torch}.float32)"
+    return f'{torch}.amp.custom_fwd(device_type="{device}", cast_inputs={torch}.float32)'
 
 
-def _legacy_decorators(torch: str) -> tuple[str, str]:
+def _bwd_decorator(torch: str, device: str, legacy: bool) -> str:
     return (
-        f"{torch}.cuda.amp.custom_fwd(cast_inputs={torch}.float32)",
-        f"{torch}.cuda.amp.custom_bwd",
+        f"{torch}.cuda.amp.custom_bwd"
+        if legacy
+        else f'{torch}.amp.custom_bwd(device_type="{device}")'
     )
 
 

@@ -20,6 +20,7 @@ import libcst as cst
 from amp_lint.analysis.syntax.names import ModuleNames, dotted_name
 from amp_lint.analysis.values.dtypes import DType, DTypeKind
 from amp_lint.findings import Edit, Fix, FixSafety
+from amp_lint.fixes.amp_api import torch_spelling
 
 DTypeOf = Callable[[cst.BaseExpression], DType]
 
@@ -91,15 +92,6 @@ def _promoted(expr: cst.BaseExpression, name: str, torch: str) -> cst.BaseExpres
     return cst.parse_expression(promoted).with_changes(
         lpar=getattr(expr, "lpar", ()), rpar=getattr(expr, "rpar", ())
     )
-
-
-def torch_spelling(names: ModuleNames) -> str | None:
-    """How the module spells `torch`: its own name for it, else `torch` (which `upcast_fix`
-    imports), or None when the name `torch` is bound to something else."""
-    spellings = names.local_names_for("torch")
-    if spellings:
-        return "torch" if "torch" in spellings else sorted(spellings)[0]
-    return None if "torch" in names.bindings else "torch"
 
 
 class _LeafUpcast:

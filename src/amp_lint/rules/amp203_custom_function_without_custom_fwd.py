@@ -17,10 +17,10 @@ from amp_lint.analysis.autograd.dtype_handling import (
     half_argument,
     handles_dtypes,
     mixed_inputs,
+    passes_objects,
     restores_forward_autocast,
 )
 from amp_lint.analysis.autograd.functions import (
-    bound_arguments,
     computes_indices,
     converts_dtypes,
     takes_only_tensors,
@@ -34,6 +34,11 @@ from amp_lint.fixes.custom_function import custom_fwd_fix
 from amp_lint.rules.base import Report, Rule
 from amp_lint.rules.common import brief, code
 
+# What works for a setup_context-style Function, which the decorators cannot fix.
+_SETUP_CONTEXT_REMEDY = (
+    "compute forward in float32 under `torch.autocast(..., enabled=False)` and save float32 "
+    "copies in setup_context"
+)
 # Written when the region's device is not known: one decorator per device, so that the
 # Function is right under CUDA and CPU autocast alike.
 _UNKNOWN_DEVICE_TARGETS = ("cuda", "cpu")
@@ -203,11 +208,8 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
             return  # a call that raises TypeError in any precision is not an AMP finding
         if backward is not None and restores_forward_autocast(backward, function.names):
             return  # what custom_bwd does, by hand: backward runs in forward's autocast state
-        if (
-            function.uses_setup_context
-            and backward is not None
-            and decorators_of(backward, function.names, CUSTOM_BWD).present
-        ):
+        bwd = decorators_of(backward, function.names, CUSTOM_BWD) if backward is not None else None
+        if function.uses_setup_context and bwd is not None and bwd.present:
             yield _decorated_setup_context(node, function)
             return
         if function.handles_half(forward):
@@ -224,7 +226,6 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
         ):
             return
         fwd = decorators_of(forward, function.names, CUSTOM_FWD)
-        bwd = decorators_of(backward, function.names, CUSTOM_BWD) if backward is not None else None
         # On a setup_context-style Function custom_fwd does not help (uses_setup_context).
         fwd_missing = function.uses_setup_context or not fwd.covers(region.device)
         bwd_missing = bwd is not None and not bwd.covers(region.device)
@@ -239,23 +240,11 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
             if function.path is None
             and not function.uses_setup_context
             and takes_only_tensors(forward, node)
-            and not _passes_objects(forward, node, ctx)
+            and not passes_objects(forward, node, ctx)
             else None
         )
         summary = _summary(function, fwd_missing, bwd_missing)
         yield Report(node, message, fix, summary=summary)
-
-
-def _passes_objects(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionContext) -> bool:
-    """The call passes a container (a list or dict variable, an `nn.ModuleList`) or another
-    object the analysis knows is not a tensor: `cast_inputs` rebuilds it, so a list the
-    Function appends to or a dict its backward writes into stays empty for the caller
-    (reformer, DeepSpeed's Domino linear)."""
-    for _, argument in bound_arguments(forward, call):
-        value = ctx.value(argument)
-        if value.elements is not None or value.each is not None or value.instance_of:
-            return True
-    return False
 
 
 def _decorated_setup_context(node: cst.Call, function: FunctionClass) -> Report:
@@ -264,9 +253,8 @@ def _decorated_setup_context(node: cst.Call, function: FunctionClass) -> Report:
         f"`{code(node)}` applies `{name}` (defined at {function.defined_at}), a Function "
         "whose forward takes no `ctx` (setup_context style), with `custom_bwd` on backward: "
         "custom_fwd keeps its state on forward's first argument, so backward raises "
-        "`AttributeError: ... has no attribute '_fwd_used_autocast'`; remove the decorators, "
-        "compute forward in float32 under `torch.autocast(..., enabled=False)` and save float32 "
-        "copies in setup_context"
+        f"`AttributeError: ... has no attribute '_fwd_used_autocast'`; remove the decorators, "
+        f"{_SETUP_CONTEXT_REMEDY}"
     )
     summary = (
         f"`{brief(name, 15)}`: custom_bwd on a setup_context Function raises AttributeError; "
@@ -349,9 +337,7 @@ def _message(
     if function.uses_setup_context:
         remedy = (
             "custom_fwd cannot decorate a forward without `ctx` (it keeps its state on the "
-            "first input, and setup_context saves the inputs uncast): compute forward in "
-            "float32 under `torch.autocast(..., enabled=False)` and save float32 copies in "
-            "setup_context"
+            f"first input, and setup_context saves the inputs uncast): {_SETUP_CONTEXT_REMEDY}"
         )
     elif fwd_missing and bwd_missing:
         remedy = f"decorate forward with {fwd_text} and backward with {bwd_text}{per}"

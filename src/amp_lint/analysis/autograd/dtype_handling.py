@@ -98,6 +98,18 @@ def half_argument(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionContex
     return any(ctx.dtype(argument).is_half for _, argument in bound_arguments(forward, call))
 
 
+def passes_objects(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionContext) -> bool:
+    """The call passes a container (a list or dict variable, an `nn.ModuleList`) or another
+    object the analysis knows is not a tensor: `cast_inputs` rebuilds it, so a list the
+    Function appends to or a dict its backward writes into stays empty for the caller
+    (reformer, DeepSpeed's Domino linear)."""
+    for _, argument in bound_arguments(forward, call):
+        value = ctx.value(argument)
+        if value.elements is not None or value.each is not None or value.instance_of:
+            return True
+    return False
+
+
 def handles_dtypes(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionContext) -> bool:
     """Forward casts some of its inputs to a common dtype itself (`weight.type_as(input)`),
     or the call casts what it passes (`fn(input.float(), ...)`): the author dealt with the
