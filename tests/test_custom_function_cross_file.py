@@ -223,3 +223,66 @@ def test_a_local_name_chosen_between_the_function_and_another_callable(tmp_path:
     found = findings(tmp_path, "--output-format", "json")
     call_line = text.splitlines().index("            out = run(h, w)") + 1
     assert [(f["code"], f["line"]) for f in found] == [("AMP203", call_line)]
+
+
+KERNELS = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scan_kernel(x_ptr, dt_ptr, out_ptr):
+    pass
+
+
+def scan_fwd(x, dt):
+    out = x.new_empty(x.shape)
+    _scan_kernel[(x.shape[0],)](x, dt, out)
+    return out
+"""
+
+EXTENSION = """\
+import scan_cuda
+
+
+def scan_fwd(x, dt):
+    return scan_cuda.forward(x, dt)
+"""
+
+SCAN = """\
+import torch
+
+from {module} import scan_fwd
+
+
+class Scan(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, dt):
+        ctx.save_for_backward(x, dt)
+        return scan_fwd(x, dt)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, dt = ctx.saved_tensors
+        return grad @ dt, x.t() @ grad
+
+
+def run(x, w, dt):
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        return Scan.apply(x @ w, dt.float())
+"""
+
+
+def test_a_forward_calling_triton_kernels_of_another_file_is_not_reported(
+    tmp_path: Path,
+) -> None:
+    """mamba's Functions call the launchers of other modules (`mamba3_siso_fwd`): Triton
+    kernels load each input in its own dtype, so mixed inputs are their contract (the fixed
+    mamba3 applies bfloat16 Q/K/V with float32 dt), and cast_inputs would break it. A forward
+    calling an extension module's function of another file is still reported."""
+    (tmp_path / "kernels.py").write_text(KERNELS, encoding="utf-8")
+    (tmp_path / "extension.py").write_text(EXTENSION, encoding="utf-8")
+    (tmp_path / "triton_scan.py").write_text(SCAN.format(module="kernels"), encoding="utf-8")
+    (tmp_path / "cuda_scan.py").write_text(SCAN.format(module="extension"), encoding="utf-8")
+    found = findings(tmp_path, "--output-format", "json")
+    assert [f["path"] for f in found] == ["cuda_scan.py"]

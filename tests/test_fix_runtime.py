@@ -381,19 +381,29 @@ class Descriptor(nn.Module):
 """
 
 
+UNGUARDED = GUARDED.replace(
+    """        if x.dtype in (torch.float16, torch.bfloat16):
+            x = self.desc_norm(x.float() + self.eps_l2_norm).to(x.dtype)
+        else:
+            x = self.desc_norm(x + self.eps_l2_norm)
+""",
+    """        x = self.desc_norm(x + self.eps_l2_norm)
+""",
+)
+
+
 def test_library_mode_fixes_keep_float64(tmp_path: Path) -> None:
     """In library mode half rests on an assumption ("this runs under autocast"), so a fix
-    there keeps float64: kornia's `else` branch of a dtype guard sees float32 and float64
-    only, and `.float()` cast float64 down."""
-    path = tmp_path / "guarded.py"
-    path.write_text(GUARDED)
+    there keeps float64: `.float()` cast float64 down in kornia's descriptors."""
+    path = tmp_path / "unguarded.py"
+    path.write_text(UNGUARDED)
     amp_lint(
         tmp_path, "check", "--no-cache", "--fix", "--unsafe-fixes",
-        "--assume-autocast", "float16", "guarded.py",
+        "--assume-autocast", "float16", "unguarded.py",
     )  # fmt: skip
     fixed_source = path.read_text()
     assert "x.to(torch.promote_types(x.dtype, torch.float32)) + self.eps_l2_norm" in fixed_source
-    (tmp_path / "original.py").write_text(GUARDED)
+    (tmp_path / "original.py").write_text(UNGUARDED)
     original, fixed = load(tmp_path / "original.py"), load(path)
     torch.manual_seed(0)
     before = original.Descriptor().double()
@@ -402,6 +412,16 @@ def test_library_mode_fixes_keep_float64(tmp_path: Path) -> None:
     x = torch.rand(2, 1, 8, 8, dtype=torch.float64)
     assert after(x).dtype == torch.float64
     assert torch.equal(after(x), before(x))
+
+
+def test_the_branch_a_dtype_guard_keeps_from_half_has_no_finding(tmp_path: Path) -> None:
+    """kornia's guard sends half inputs through `x.float()`; its `else` branch sees float32
+    and float64 only, so nothing there is reported (issue 41), in library mode too."""
+    (tmp_path / "guarded.py").write_text(GUARDED)
+    result = amp_lint(
+        tmp_path, "check", "--no-cache", "--assume-autocast", "float16", "guarded.py"
+    )
+    assert result.returncode == 0, result.stdout
 
 
 SHARED = """\
@@ -437,3 +457,79 @@ def test_a_fix_in_a_function_every_caller_shares_keeps_float64(tmp_path: Path) -
     assert fixed.rgb_to_luv(image).dtype == torch.float64
     assert torch.equal(fixed.rgb_to_luv(image), original.rgb_to_luv(image))
     assert torch.isfinite(fixed.rgb_to_luv_half(torch.zeros(3, 2, 2))).all()
+
+
+REVERSIBLE = """\
+import torch
+from torch import nn
+
+
+class Reversible(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden, layers, all_states, handles):
+        for layer in layers:
+            hidden = layer(hidden)
+        all_states.append(hidden)
+        ctx.save_for_backward(hidden, layers[0].weight)
+        ctx.handles = handles
+        return hidden
+
+    @staticmethod
+    def backward(ctx, grad):
+        hidden, weight = ctx.saved_tensors
+        ctx.handles[0] = "handle"
+        return grad @ weight.t() @ weight, None, None, None
+
+
+def run(x, layers, all_states, handles):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        h = layers[0](x)
+        return Reversible.apply(h, layers, all_states, handles)
+"""
+
+
+def test_a_function_taking_lists_gets_custom_fwd_without_cast_inputs(tmp_path: Path) -> None:
+    """cast_inputs rebuilds lists and dicts (the caller's stay empty: reformer, DeepSpeed's
+    Domino). A forward that runs the caller's layers needs only the autocast state recorded:
+    `custom_fwd` without cast_inputs passes the arguments through, and custom_bwd runs
+    backward in forward's state, so its matmul of a bfloat16 gradient and a float32 weight
+    works."""
+    path = tmp_path / "reversible.py"
+    path.write_text(REVERSIBLE)
+    original = load(path)
+    amp_lint(tmp_path, "check", "--no-cache", "--fix", "--unsafe-fixes", "reversible.py")
+    fixed_text = path.read_text()
+    assert '@torch.amp.custom_fwd(device_type="cpu")\n' in fixed_text
+    assert "cast_inputs" not in fixed_text
+    (tmp_path / "reversible_fixed.py").write_text(fixed_text)
+    fixed = load(tmp_path / "reversible_fixed.py")
+    torch.manual_seed(0)
+    layers = torch.nn.ModuleList([torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)])
+    x = torch.randn(3, 4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="dtype"):
+        original.run(x, layers, [], {}).float().sum().backward()
+    states: list[Any] = []
+    handles: dict[int, str] = {}
+    out = fixed.run(x, layers, states, handles)
+    (out.float() * torch.randn(3, 4)).sum().backward()
+    assert out.dtype == torch.bfloat16  # forward still runs under autocast
+    assert len(states) == 1 and handles == {0: "handle"}  # the caller's objects, not copies
+    assert x.grad is not None and x.grad.dtype == torch.float32
+
+
+def test_the_torch_floor_of_a_package_linted_from_its_parent(tmp_path: Path) -> None:
+    """`amp-lint project/pkg/ops.py` run from above the project reads the project's
+    requirements/ as `cd project && amp-lint pkg/ops.py` does (DeepSpeed, fix reading)."""
+    project = tmp_path / "project"
+    (project / "requirements").mkdir(parents=True)
+    (project / "requirements" / "requirements.txt").write_text("numpy\ntorch>=2.0.0\n")
+    (project / "pkg").mkdir()
+    path = project / "pkg" / "functions.py"
+    path.write_text(CTX_FUNCTION.format(device="cuda"))
+    settings = amp_lint(tmp_path, "check", "--show-settings", "project/pkg/functions.py")
+    assert 'torch-version = "2.0.0"' in settings.stdout
+    assert "requirements" in settings.stdout
+    amp_lint(tmp_path, "check", "--no-cache", "--fix", "--unsafe-fixes", "project/pkg")
+    fixed = path.read_text()
+    assert "@torch.cuda.amp.custom_fwd(cast_inputs=torch.float32)" in fixed
+    assert "torch.amp.custom_fwd" not in fixed

@@ -22,7 +22,12 @@ def custom_fwd_fix(
     bwd: Decorated | None,
     targets: tuple[str, ...],
     facts: ModuleFacts,
+    *,
+    cast_inputs: bool = True,
 ) -> Fix | None:
+    """`cast_inputs` false: `custom_fwd` without it, which only records forward's autocast
+    state for `custom_bwd` and passes the arguments through untouched (a Function taking
+    lists, dicts or layers, which `cast_inputs` would rebuild)."""
     names = facts.names
     torch = torch_spelling(names)
     if torch is None:
@@ -36,7 +41,9 @@ def custom_fwd_fix(
             return None
         targets = ("cuda",)
     edits: list[Edit] = []
-    added_fwd = [_fwd_decorator(torch, d, legacy) for d in targets if not fwd.covers(d)]
+    added_fwd = [
+        _fwd_decorator(torch, d, legacy, cast_inputs) for d in targets if not fwd.covers(d)
+    ]
     if added_fwd:
         edits.append(Edit(forward, _with_decorators(forward, added_fwd)))
     if backward is not None and bwd is not None:
@@ -54,10 +61,14 @@ def custom_fwd_fix(
     )
 
 
-def _fwd_decorator(torch: str, device: str, legacy: bool) -> str:
+def _fwd_decorator(torch: str, device: str, legacy: bool, cast_inputs: bool) -> str:
+    cast = f"cast_inputs={torch}.float32"
     if legacy:
-        return f"{torch}.cuda.amp.custom_fwd(cast_inputs={torch}.float32)"
-    return f'{torch}.amp.custom_fwd(device_type="{device}", cast_inputs={torch}.float32)'
+        legacy_fwd = f"{torch}.cuda.amp.custom_fwd"
+        return f"{legacy_fwd}({cast})" if cast_inputs else legacy_fwd
+    if not cast_inputs:
+        return f'{torch}.amp.custom_fwd(device_type="{device}")'
+    return f'{torch}.amp.custom_fwd(device_type="{device}", {cast})'
 
 
 def _bwd_decorator(torch: str, device: str, legacy: bool) -> str:

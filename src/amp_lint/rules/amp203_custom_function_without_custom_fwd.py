@@ -3,8 +3,7 @@ whose forward lacks `custom_fwd` (or whose backward lacks `custom_bwd`)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import libcst as cst
 
@@ -21,6 +20,7 @@ from amp_lint.analysis.autograd.dtype_handling import (
     restores_forward_autocast,
 )
 from amp_lint.analysis.autograd.functions import (
+    calls_kernel,
     computes_indices,
     converts_dtypes,
     takes_only_tensors,
@@ -32,13 +32,13 @@ from amp_lint.analysis.syntax.calls import build_index
 from amp_lint.analysis.syntax.module import ModuleFacts
 from amp_lint.fixes.custom_function import custom_fwd_fix
 from amp_lint.rules.base import Report, Rule
-from amp_lint.rules.common import brief, code
-
-# What works for a setup_context-style Function, which the decorators cannot fix.
-_SETUP_CONTEXT_REMEDY = (
-    "compute forward in float32 under `torch.autocast(..., enabled=False)` and save float32 "
-    "copies in setup_context"
+from amp_lint.rules.custom_function_messages import (
+    decorated_setup_context,
+    message_for,
+    remedy_for,
+    summary_for,
 )
+
 # Written when the region's device is not known: one decorator per device, so that the
 # Function is right under CUDA and CPU autocast alike.
 _UNKNOWN_DEVICE_TARGETS = ("cuda", "cpu")
@@ -145,7 +145,23 @@ in setup_context. Such a Function that already carries `custom_bwd` is reported 
 AttributeError. A Function whose backward enters autocast in the state forward saved on `ctx`
 (`with torch.autocast(device, enabled=ctx._fwd_used_autocast, dtype=ctx._dtype):`, DeepSpeed's
 ZeRO-3 linear) is what `custom_bwd` makes, written by hand: it has no finding (decorating its
-forward would compute every such linear in float32 under autocast)."""
+forward would compute every such linear in float32 under autocast).
+
+`cast_inputs` rebuilds every argument: a list the Function appends to or a dict its backward
+writes into stays empty for the caller, a layer list or a callable comes back copied or broken
+(reformer's reversible layers, DeepSpeed's Domino linear). Where the call passes such objects
+(a list or dict, an `nn.ModuleList`, a lambda) or forward uses a parameter as one (calls it,
+loops over it, appends to it), the fix writes `custom_fwd` **without** `cast_inputs`, which
+only records the autocast state and passes the arguments through, when forward runs torch
+code alone (the caller's layers included): backward then runs in forward's autocast state,
+which is what its matmuls need (measured on CPU torch, `tests/test_fix_runtime.py`). When
+forward also calls a kernel of fixed dtype or receives inputs of two dtypes, neither form is
+right and no fix is offered; the message says to cast the tensor inputs at the call and apply
+the Function with autocast disabled.
+
+The fix cannot see a compiled kernel's dtypes: one that accepts half only (DeepSpeed's
+Evoformer attention: "Only fp16 and bf16 supported") fails on the float32 copies
+`cast_inputs` makes. Read the kernel's dispatch before applying the unsafe fix."""
     known_limitations = """\
 Function classes of the module and of the other linted files are checked, applied as
 `Cls.apply(...)` (`Cls` defined here, imported, or reached through a module, `ops.Cls.apply`)
@@ -178,9 +194,13 @@ share the features' dtype (mmcv's ops), the failure usually comes in forward alr
 A forward that deals with half inputs itself is not flagged at all: one that upcasts an input
 (`x.float()`, `x.contiguous().to(torch.float32)`, anywhere in forward), launches a Triton
 kernel (`kernel[grid](...)` of a `@triton.jit` function of the module, or any such launch in a
-module that imports triton; also inside a function of the module that forward calls) or calls
-a registered custom op (`torch.ops.<namespace>.<op>`). Such kernels load half inputs and
-compute in float32 inside; `custom_fwd(cast_inputs=torch.float32)` would materialise the
+module that imports triton, or re-exports it as DeepSpeed does; also inside a function of the
+module that forward calls, or in a function forward imports from a linted file that launches
+Triton kernels, as mamba's Functions call `mamba3_siso_fwd`) or calls a registered custom op
+(`torch.ops.<namespace>.<op>`). Such kernels take inputs of several dtypes by design (the
+fixed mamba3 applies bfloat16 Q/K/V with float32 dt), so a real mismatch there (mamba's
+Q/K/V of two dtypes) is not this rule's to find. They load half inputs and compute in
+float32 inside; `custom_fwd(cast_inputs=torch.float32)` would materialise the
 float32 copies they are written to avoid. A compiled extension called without an upcast
 (`ext_module.deform_conv_forward(x, ...)`) is still flagged: most have no Half kernel (mmcv's
 and detectron2's ops did not), and which do cannot be told from the Python code."""
@@ -210,9 +230,9 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
             return  # what custom_bwd does, by hand: backward runs in forward's autocast state
         bwd = decorators_of(backward, function.names, CUSTOM_BWD) if backward is not None else None
         if function.uses_setup_context and bwd is not None and bwd.present:
-            yield _decorated_setup_context(node, function)
+            yield decorated_setup_context(node, function)
             return
-        if function.handles_half(forward):
+        if function.handles_half(forward, _kernel_modules(function, ctx)):
             return  # custom_fwd(cast_inputs=float32) would add a float32 copy it exists to avoid
         if computes_indices(forward, backward) and not half_argument(forward, node, ctx):
             # Indices of point coordinates from the data (mmcv's `ball_query`,
@@ -232,35 +252,33 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
         if not fwd_missing and not bwd_missing:
             return
         targets = _target_devices(region, fwd)
-        message = _message(node, function, region, fwd_missing, bwd_missing, targets, mixed)
+        # cast_inputs rebuilds every argument: lists, dicts, layers and callables are copied
+        # or broken (reformer, DeepSpeed's Domino). Without it, custom_fwd only records the
+        # autocast state, which is all a Function needs whose forward runs torch code alone.
+        rebuilt = not takes_only_tensors(forward, node) or passes_objects(forward, node, ctx)
+        needs_cast = mixed is not None or calls_kernel(forward, function.names, function.index)
+        remedy = remedy_for(function, fwd_missing, bwd_missing, targets, rebuilt, needs_cast)
+        message = message_for(node, function, region, fwd_missing, bwd_missing, mixed, remedy)
         # A Function defined in another file is fixed there: no edit is offered here. The
         # decorators do not work on a setup_context-style Function (uses_setup_context).
         fix = (
-            custom_fwd_fix(forward, backward, fwd, bwd, targets, ctx.facts)
+            custom_fwd_fix(forward, backward, fwd, bwd, targets, ctx.facts, cast_inputs=not rebuilt)
             if function.path is None
             and not function.uses_setup_context
-            and takes_only_tensors(forward, node)
-            and not passes_objects(forward, node, ctx)
+            and not (rebuilt and needs_cast)
             else None
         )
-        summary = _summary(function, fwd_missing, bwd_missing)
+        summary = summary_for(function, fwd_missing, bwd_missing, rebuilt, needs_cast)
         yield Report(node, message, fix, summary=summary)
 
 
-def _decorated_setup_context(node: cst.Call, function: FunctionClass) -> Report:
-    name = function.info.name
-    message = (
-        f"`{code(node)}` applies `{name}` (defined at {function.defined_at}), a Function "
-        "whose forward takes no `ctx` (setup_context style), with `custom_bwd` on backward: "
-        "custom_fwd keeps its state on forward's first argument, so backward raises "
-        f"`AttributeError: ... has no attribute '_fwd_used_autocast'`; remove the decorators, "
-        f"{_SETUP_CONTEXT_REMEDY}"
-    )
-    summary = (
-        f"`{brief(name, 15)}`: custom_bwd on a setup_context Function raises AttributeError; "
-        "cast in forward and setup_context"
-    )
-    return Report(node, message, summary=summary)
+def _kernel_modules(function: FunctionClass, ctx: ExecutionContext) -> Callable[[str], bool]:
+    """Whether a name forward imports is a function of a linted file that launches kernels.
+    A relative import of a Function of another file is relative to that file, which the
+    project index would resolve from this one: not looked up."""
+    if function.path is None:
+        return ctx.launches_kernels
+    return lambda qualified: not qualified.startswith(".") and ctx.launches_kernels(qualified)
 
 
 def _target_devices(region: AutocastRegion, fwd: Decorated) -> tuple[str, ...]:
@@ -269,80 +287,3 @@ def _target_devices(region: AutocastRegion, fwd: Decorated) -> tuple[str, ...]:
         return (region.device,)
     literal = sorted(d for d in fwd.devices if d is not None)
     return tuple(literal) if literal else _UNKNOWN_DEVICE_TARGETS
-
-
-def _summary(function: FunctionClass, fwd_missing: bool, bwd_missing: bool) -> str:
-    """`_message` in one short line: which decorator is missing, what breaks, what to add;
-    for a Function of another file, where it is defined (the fix goes there)."""
-    name = brief(function.info.name, 15)
-    if function.uses_setup_context:
-        return (
-            f"`{name}.forward` gets half inputs, backward mixes dtypes; compute forward and "
-            "save inputs in float32"
-        )
-    if function.path is not None:
-        path, line = function.definition
-        where = f"`{name}` ({brief(_short_path(path), 30)}:{line})"
-        missing = "`custom_fwd`" if fwd_missing else "`custom_bwd`"
-        also = "/`custom_bwd`" if fwd_missing and bwd_missing else ""
-        return f"{where} lacks {missing}: backward can mix dtypes; add {missing}{also} there"
-    if fwd_missing:
-        added = "`torch.amp.custom_fwd`" + ("/`custom_bwd`" if bwd_missing else "")
-        return f"`{name}.forward` lacks `custom_fwd`: backward mixes dtypes; add {added}"
-    return f"`{name}.backward` lacks `custom_bwd`: it can mix dtypes; add `torch.amp.custom_bwd`"
-
-
-def _short_path(path: str) -> str:
-    """`ops.py`, or `causal_product/__init__.py` for a package's `__init__.py`."""
-    parent, name = os.path.split(path)
-    return f"{os.path.basename(parent)}/{name}" if name == "__init__.py" and parent else name
-
-
-def _message(
-    call: cst.Call,
-    function: FunctionClass,
-    region: AutocastRegion,
-    fwd_missing: bool,
-    bwd_missing: bool,
-    targets: tuple[str, ...],
-    mixed: str | None = None,
-) -> str:
-    where = f"`{code(call)}` runs under {region.describe()}"
-    if mixed is not None:
-        where += f" {mixed}"
-    info = function.info
-    defined = f" (defined at {function.defined_at})"
-    on = f' for device "{region.device}"' if region.device is not None else ""
-    if fwd_missing:
-        problem = (
-            f"`{info.name}.forward`{defined} has no `custom_fwd`{on}, so it receives "
-            "half-precision inputs and runs with autocast on while `backward` runs with it "
-            "off: backward mixes half and float32 tensors (`expected m1 and m2 to have the "
-            "same dtype`) or a custom kernel fails with \"not implemented for 'Half'\""
-        )
-    else:
-        problem = (
-            f"`{info.name}.backward`{defined} has no `custom_bwd`{on}, so it does not run with the "
-            "autocast state of forward and can mix half and float32 tensors "
-            "(`expected m1 and m2 to have the same dtype`)"
-        )
-    if len(targets) == 1:
-        device = f'device_type="{targets[0]}"'
-        per = ""
-    else:
-        device = "device_type=..."
-        per = " (one per device: " + ", ".join(f'"{d}"' for d in targets) + ")"
-    fwd_text = f"`@torch.amp.custom_fwd({device}, cast_inputs=torch.float32)`"
-    bwd_text = f"`@torch.amp.custom_bwd({device})`"
-    if function.uses_setup_context:
-        remedy = (
-            "custom_fwd cannot decorate a forward without `ctx` (it keeps its state on the "
-            f"first input, and setup_context saves the inputs uncast): {_SETUP_CONTEXT_REMEDY}"
-        )
-    elif fwd_missing and bwd_missing:
-        remedy = f"decorate forward with {fwd_text} and backward with {bwd_text}{per}"
-    elif fwd_missing:
-        remedy = f"decorate forward with {fwd_text}{per}"
-    else:
-        remedy = f"decorate backward with {bwd_text}{per}"
-    return f"{where}: {problem}; {remedy}"

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from amp_lint.settings.config import (
@@ -35,6 +35,10 @@ from amp_lint.settings.config import (
     read_amp_lint_table,
 )
 from amp_lint.settings.errors import ConfigError
+from amp_lint.settings.torch_target import declared_floor_at, oldest_floor, project_root
+from amp_lint.settings.torch_version import TorchVersion
+
+Floor = tuple[TorchVersion, str]
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ class ConfigResolver:
         # Each pyproject.toml looked at: its table (None: it has none) or why it is unusable.
         self._tables: dict[Path, dict[str, object] | ConfigError | None] = {}
         self._loaded: dict[Path | None, Resolved] = {}
+        self._floors: dict[Path, Floor | None] = {}
 
     @classmethod
     def fixed(cls, config: Config, source: Path | None = None) -> ConfigResolver:
@@ -81,12 +86,34 @@ class ConfigResolver:
 
     def resolve(self, directory: Path) -> Resolved:
         """The settings for files in `directory`."""
+        return self.resolve_directories([directory])
+
+    def resolve_directories(self, directories: Iterable[Path]) -> Resolved:
+        """The settings for files in `directories`, which share one config file (or none).
+        Without one, the torch floor is the oldest that the files' own projects declare, so
+        `amp-lint pkg/src/x.py` run from elsewhere reads pkg's requirements as
+        `cd pkg && amp-lint src/x.py` does."""
         if self._fixed is not None:
             return self._fixed
-        source = self._nearest_config(Path(os.path.abspath(directory)))
+        absolute = [Path(os.path.abspath(directory)) for directory in directories]
+        source = self._nearest_config(absolute[0])
         if source not in self._loaded:
             self._loaded[source] = self._load(source)
-        return self._loaded[source]
+        resolved = self._loaded[source]
+        if source is not None or resolved.config.torch_version_source == "--torch-version":
+            return resolved
+        floor = oldest_floor([f for d in dict.fromkeys(absolute) if (f := self._floor(d))])
+        if floor is None:
+            return resolved
+        config = replace(resolved.config, torch_version=floor[0], torch_version_source=floor[1])
+        return replace(resolved, config=config)
+
+    def _floor(self, directory: Path) -> Floor | None:
+        """The torch floor declared by the project `directory` belongs to, memoized."""
+        if directory not in self._floors:
+            root = project_root(directory)
+            self._floors[directory] = declared_floor_at(root) if root is not None else None
+        return self._floors[directory]
 
     def resolve_file(self, path: Path) -> Resolved:
         return self.resolve(Path(os.path.abspath(path)).parent)
@@ -166,4 +193,9 @@ def group_files(files: Iterable[Path], resolver: ConfigResolver) -> list[FileGro
         resolved = resolver.resolve_file(path)
         group = groups.setdefault(resolved.source, FileGroup(resolved, []))
         group.files.append(path)
+    for group in groups.values():
+        if group.resolved.source is None:  # its torch floor: the oldest its files' projects declare
+            group.resolved = resolver.resolve_directories(
+                dict.fromkeys(Path(os.path.abspath(path)).parent for path in group.files)
+            )
     return list(groups.values())

@@ -48,6 +48,42 @@ def with_torch_version(config: Config, command_line: str | None, project: Path) 
     return replace(config, torch_version=detected[0], torch_version_source=detected[1])
 
 
+# What marks a directory as a project's root for the torch it declares.
+_PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "requirements")
+
+
+def project_root(directory: Path) -> Path | None:
+    """The nearest directory at or above `directory` holding a project declaration
+    (pyproject.toml, setup.py, setup.cfg, requirements.txt or a requirements/ folder)."""
+    for candidate in (directory, *directory.parents):
+        if any(_exists(candidate / marker) for marker in _PROJECT_MARKERS):
+            return candidate
+    return None
+
+
+def declared_floor_at(root: Path) -> tuple[TorchVersion, str] | None:
+    """The torch floor a project root declares: its pyproject.toml's `[project]
+    dependencies`, then the other places declared_torch.py reads."""
+    pyproject = root / "pyproject.toml"
+    pyproject_or_none = pyproject if is_file(pyproject) else None
+    detected = dependency_torch_version(pyproject) if pyproject_or_none is not None else None
+    return detected or declared_torch_floor(root, pyproject_or_none)
+
+
+def oldest_floor(
+    floors: list[tuple[TorchVersion, str]],
+) -> tuple[TorchVersion, str] | None:
+    """Fixes must run on every project linted together: the oldest of their floors."""
+    return min(floors, key=lambda floor: floor[0]) if floors else None
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a directory above that this user cannot search
+        return False
+
+
 def torch_version_setting(table: dict[str, object]) -> TorchVersion | None:
     value = table.get("torch-version")
     return parse_torch_version(value) if isinstance(value, str) else None

@@ -10,18 +10,17 @@ decide whether it can meet mismatched dtypes are the same wherever it lives.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
 
 from amp_lint.analysis.autograd.functions import (
     calls_outside_torch,
-    dispatches_to_kernel,
     needs_matching_dtypes,
     reads_saved_tensors,
-    upcasts_inputs,
 )
+from amp_lint.analysis.autograd.half_inputs import dispatches_to_kernel, upcasts_inputs
 from amp_lint.analysis.interpreter.frames import ExecutionContext, ForeignClass
 from amp_lint.analysis.interpreter.imported_names import applied_class
 from amp_lint.analysis.syntax.calls import ClassInfo, ModuleIndex
@@ -70,7 +69,11 @@ class FunctionClass:
         the inputs before custom_fwd casts them (backward still mixes dtypes)."""
         return self.method("setup_context") is not None
 
-    def handles_half(self, forward: cst.FunctionDef) -> bool:
+    def handles_half(
+        self,
+        forward: cst.FunctionDef,
+        launches_kernels: Callable[[str], bool] = lambda qualified: False,
+    ) -> bool:
         """Forward deals with half inputs itself: it upcasts them (`x.float()`,
         `x.to(torch.float32)`), or it launches a Triton kernel (`kernel[grid](...)` of a
         `@triton.jit` function, or any such launch in a module that imports triton) or calls
@@ -78,7 +81,7 @@ class FunctionClass:
         compute in float32 inside. Decorating it with `custom_fwd(cast_inputs=torch.float32)`
         would materialise the float32 copies the kernel is written to avoid."""
         return upcasts_inputs(forward, self.names) or dispatches_to_kernel(
-            forward, self.names, self.index
+            forward, self.names, self.index, launches_kernels
         )
 
     def mixes_dtypes(self, forward: cst.FunctionDef, backward: cst.FunctionDef | None) -> bool:

@@ -112,13 +112,17 @@ def passes_objects(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionConte
 
 def handles_dtypes(forward: cst.FunctionDef, call: cst.Call, ctx: ExecutionContext) -> bool:
     """Forward casts some of its inputs to a common dtype itself (`weight.type_as(input)`),
-    or the call casts what it passes (`fn(input.float(), ...)`): the author dealt with the
-    dtypes autocast produces, and only a mismatch that remains is reported."""
+    or the call casts what it passes (`fn(input.float(), ...)`), or passes a value a dtype
+    guard ruled half out for (`if input.dtype == torch.float16: return fn(input.float(),
+    ...).half()` above the call): the author dealt with the dtypes autocast produces, and
+    only a mismatch that remains is reported."""
     if cast_parameters(forward):
         return True
-    return any(
-        ctx.value(argument).conversion is not None for _, argument in bound_arguments(forward, call)
-    )
+    for _, argument in bound_arguments(forward, call):
+        value = ctx.value(argument)
+        if value.conversion is not None or value.dtype.not_half:
+            return True
+    return False
 
 
 _AUTOCAST_CONTEXTS = frozenset(

@@ -23,7 +23,6 @@ from amp_lint.analysis.syntax.outline import (
     subtree_nodes,
     walk_function_statements,
 )
-from amp_lint.analysis.values.dtypes import FLOAT32, FLOAT64, dtype_from_torch_name
 
 _SAVED = frozenset(["saved_tensors", "saved_variables"])
 _BUILTINS = frozenset(dir(builtins))
@@ -86,15 +85,22 @@ def _callee_name(func: cst.BaseExpression) -> str:
 
 
 def calls_outside_torch(
-    function: cst.FunctionDef, names: ModuleNames, index: ModuleIndex, depth: int = 0
+    function: cst.FunctionDef,
+    names: ModuleNames,
+    index: ModuleIndex,
+    depth: int = 0,
+    passed: frozenset[str] = frozenset(),
 ) -> bool:
     """A call to something that is not a torch function or a tensor method: an extension
     module, a kernel launch (`kernel[grid](...)`). A function of this module is looked into,
-    one level deep (`bloom_gelu_forward(x)` is torch arithmetic, not a kernel)."""
+    one level deep (`bloom_gelu_forward(x)` is torch arithmetic, not a kernel). Calls of the
+    names in `passed` are not counted."""
     for statement in statements(function):
         for node in statement_expressions(statement):
             for call in calls_in(node):
                 func = call.func
+                if isinstance(func, cst.Name) and func.value in passed:
+                    continue
                 helper = index.functions.get(func.value) if isinstance(func, cst.Name) else None
                 if helper is not None:
                     if depth > 0 or calls_outside_torch(helper, names, index, depth + 1):
@@ -102,6 +108,25 @@ def calls_outside_torch(
                 elif _outside_torch(func, names, index):
                     return True
     return False
+
+
+def calls_kernel(forward: cst.FunctionDef, names: ModuleNames, index: ModuleIndex) -> bool:
+    """calls_outside_torch, not counting calls of what the caller hands forward (a layer, a
+    callable, each layer of a list: `for layer in layers: x = layer(x)`): those run the
+    caller's torch code under forward's autocast state, not a kernel of fixed dtype."""
+    parameters = {
+        p.name.value for p in parameters_after_ctx(forward) if isinstance(p.name, cst.Name)
+    }
+    passed = set(parameters)
+    for node in subtree_nodes(forward.body):
+        if (
+            isinstance(node, cst.For)
+            and isinstance(node.target, cst.Name)
+            and isinstance(node.iter, cst.Name)
+            and node.iter.value in parameters
+        ):
+            passed.add(node.target.value)
+    return calls_outside_torch(forward, names, index, passed=frozenset(passed))
 
 
 def _outside_torch(func: cst.BaseExpression, names: ModuleNames, index: ModuleIndex) -> bool:
@@ -178,7 +203,7 @@ def bound_arguments(
     nothing when the call unpacks `*args` or `**kwargs`."""
     if any(arg.star for arg in call.args):
         return []
-    params = [p.name.value for p in _parameters_after_ctx(forward)]
+    params = [p.name.value for p in parameters_after_ctx(forward)]
     bound = list(zip(params, positional_arguments(call)))
     bound += [(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
     return bound
@@ -194,14 +219,46 @@ def takes_only_tensors(forward: cst.FunctionDef, call: cst.Call) -> bool:
     if isinstance(params.star_arg, cst.Param) or params.star_kwarg is not None:
         return False
     module = cst.Module([])
-    for param in _parameters_after_ctx(forward):
+    for param in parameters_after_ctx(forward):
         if param.annotation is not None:
             annotation = module.code_for_node(param.annotation.annotation)
             if not _TENSOR_ANNOTATION.match(annotation):
                 return False
+    if _used_as_objects(forward):
+        return False
     return not any(
         isinstance(argument, _NOT_TENSORS) for _, argument in bound_arguments(forward, call)
     )
+
+
+# Methods of lists and dicts that no tensor has.
+_CONTAINER_METHODS = frozenset(
+    ["append", "extend", "insert", "pop", "update", "items", "keys", "values", "setdefault"]
+)
+
+
+def _used_as_objects(forward: cst.FunctionDef) -> bool:
+    """Forward uses a parameter as something other than a tensor: calls it (a layer, a
+    callable), loops over it (`for layer in layers`) or calls a list or dict method on it."""
+    parameters = {
+        p.name.value for p in parameters_after_ctx(forward) if isinstance(p.name, cst.Name)
+    }
+    for node in subtree_nodes(forward.body):
+        if isinstance(node, cst.For) and isinstance(node.iter, cst.Name):
+            if node.iter.value in parameters:
+                return True
+        elif isinstance(node, cst.Call):
+            func = node.func
+            if isinstance(func, cst.Name) and func.value in parameters:
+                return True
+            if (
+                isinstance(func, cst.Attribute)
+                and isinstance(func.value, cst.Name)
+                and func.value.value in parameters
+                and func.attr.value in _CONTAINER_METHODS
+            ):
+                return True
+    return False
 
 
 # `Tensor`, `torch.Tensor`, optionally `Optional[...]` or `... | None`.
@@ -219,7 +276,7 @@ def too_few_arguments(forward: cst.FunctionDef, call: cst.Call) -> bool:
     precision."""
     if any(arg.star for arg in call.args):
         return False
-    required = [p.name.value for p in _parameters_after_ctx(forward) if p.default is None]
+    required = [p.name.value for p in parameters_after_ctx(forward) if p.default is None]
     given = len([a for a in call.args if a.keyword is None])
     keywords = {a.keyword.value for a in call.args if a.keyword is not None}
     return any(name not in keywords for name in required[given:])
@@ -271,114 +328,5 @@ def _all_none(value: cst.BaseExpression | None) -> bool:
     return isinstance(value, cst.Name) and value.value == "None"
 
 
-def _parameters_after_ctx(forward: cst.FunctionDef) -> list[cst.Param]:
+def parameters_after_ctx(forward: cst.FunctionDef) -> list[cst.Param]:
     return [*forward.params.posonly_params, *forward.params.params][1:]
-
-
-# Forward dealing with half inputs itself.
-
-# `x.float()`, `x.double()`; `x.to(torch.float32)`, `x.type(torch.float32)` (or dtype=).
-_UPCAST_METHODS = frozenset(["float", "double"])
-_CAST_METHODS = frozenset(["to", "type"])
-_FLOAT_TENSOR_TYPES = frozenset(
-    ["torch.FloatTensor", "torch.DoubleTensor", "torch.cuda.FloatTensor", "torch.cuda.DoubleTensor"]
-)
-
-
-def upcasts_inputs(forward: cst.FunctionDef, names: ModuleNames) -> bool:
-    """Forward converts one of its inputs to float32 (or float64) itself, anywhere in its body:
-    `kernel(x.float(), ...)`, `x_fp32 = x.contiguous().to(torch.float32)`."""
-    params = frozenset(p.name.value for p in _parameters_after_ctx(forward))
-    for statement in statements(forward):
-        for node in statement_expressions(statement):
-            for call in calls_in(node):
-                func = call.func
-                if (
-                    isinstance(func, cst.Attribute)
-                    and _receiver_root(func.value) in params
-                    and _is_upcast(call, func.attr.value, names)
-                ):
-                    return True
-    return False
-
-
-def _receiver_root(node: cst.BaseExpression) -> str | None:
-    """`x` in `x`, `x.contiguous()`, `x[:, 0]`, `x.view(-1).contiguous()`."""
-    while True:
-        if isinstance(node, cst.Name):
-            return node.value
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-            node = node.func.value
-        elif isinstance(node, (cst.Attribute, cst.Subscript)):
-            node = node.value
-        else:
-            return None
-
-
-def _is_upcast(call: cst.Call, method: str, names: ModuleNames) -> bool:
-    if method in _UPCAST_METHODS:
-        return not call.args
-    if method not in _CAST_METHODS:
-        return False
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value != "dtype":
-            continue
-        qualified = names.qualified_name(arg.value)
-        if qualified in _FLOAT_TENSOR_TYPES or dtype_from_torch_name(qualified) in (
-            FLOAT32,
-            FLOAT64,
-        ):
-            return True
-    return False
-
-
-def dispatches_to_kernel(
-    forward: cst.FunctionDef, names: ModuleNames, index: ModuleIndex, depth: int = 0
-) -> bool:
-    """Forward launches a Triton kernel or calls a registered custom op, itself or through a
-    function of its module (one level deep)."""
-    imports_triton = any(_is_triton(target) for target in names.bindings.values())
-    for statement in statements(forward):
-        for node in statement_expressions(statement):
-            for call in calls_in(node):
-                func = call.func
-                if isinstance(func, cst.Subscript):  # kernel[grid](...)
-                    kernel = dotted_name(func.value)
-                    if imports_triton or _is_triton_kernel(kernel, names, index):
-                        return True
-                    continue
-                qualified = names.qualified_name(func) or ""
-                if qualified.startswith("torch.ops.") and not qualified.startswith(_ATEN_OPS):
-                    return True
-                helper = index.functions.get(func.value) if isinstance(func, cst.Name) else None
-                if (
-                    helper is not None
-                    and depth == 0
-                    and dispatches_to_kernel(helper, names, index, depth + 1)
-                ):
-                    return True
-    return False
-
-
-# torch's own operators through the dispatcher: the same kernels as torch functions.
-_ATEN_OPS = ("torch.ops.aten.", "torch.ops.prims.", "torch.ops.prim.")
-
-
-def _is_triton(qualified: str) -> bool:
-    return qualified == "triton" or qualified.startswith("triton.")
-
-
-def _is_triton_kernel(name: str | None, names: ModuleNames, index: ModuleIndex) -> bool:
-    """`name` is a function of the module decorated with `@triton.jit` (or `autotune`,
-    `heuristics`), wherever in the module it is defined (`if HAS_TRITON:` blocks)."""
-    if name is None:
-        return False
-    for function in index.all_functions:
-        if function.name.value != name:
-            continue
-        for decorator in function.decorators:
-            expr = decorator.decorator
-            target = expr.func if isinstance(expr, cst.Call) else expr
-            if _is_triton(names.qualified_name(target) or ""):
-                return True
-    return False

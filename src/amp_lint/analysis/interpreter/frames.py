@@ -102,10 +102,13 @@ class ExecutionContext:
         evaluate: Callable[[cst.BaseExpression, Frame], Value],
         find_class: Callable[[str], ForeignClass | None] = lambda qualified: None,
         opaque_sites: Collection[int] = frozenset(),
+        launches_kernels: Callable[[str], bool] = lambda qualified: False,
     ) -> None:
         self.facts = facts
         self.frame = frame
         self._find_class = find_class
+        # Whether an imported name is a function of a linted file that launches kernels.
+        self.launches_kernels = launches_kernels
         self._opaque_sites = opaque_sites
         # The statement being executed: a SimpleStatementLine, or a compound statement
         # whose header holds the node.

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from amp_lint.analysis.interpreter.frames import MAX_CALL_DEPTH, ForeignClass
-from amp_lint.analysis.project.file_text import module_constant
+from amp_lint.analysis.project.file_text import launches_kernels, module_constant
 from amp_lint.analysis.project.index import PROJECT_PREFIX, ProjectTarget
 from amp_lint.analysis.syntax.outline import dotted_name
 from amp_lint.analysis.values.dtypes import SCALAR
@@ -82,6 +82,17 @@ class ImportedNames:
             rb"\bimport\s*\([^)]*\b" + name + rb"\b",  # from .ops import (\n Name,\n)
         )
         return any(re.search(pattern, source) for pattern in patterns)
+
+    def launches_kernels(self, qualified: str) -> bool:
+        """Whether `qualified` names a function of another linted file that launches Triton
+        kernels or calls custom ops (file_text.launches_kernels)."""
+        target = self._project_target(qualified)
+        if target is None or target.path == self.interpreter.facts.path:
+            return False
+        project = self.interpreter.project
+        assert project is not None  # a target was resolved in it
+        self.interpreter.dependencies.add(target.path)
+        return launches_kernels(project, target.path)
 
     def imported_value(self, qualified: str) -> Value | None:
         """The number a module-level constant of another linted file holds (`NEAR_INF =

@@ -13,6 +13,7 @@ import libcst as cst
 from amp_lint.analysis.autograd.graph import grad_mode
 from amp_lint.analysis.interpreter.frames import ExecutionContext, Frame
 from amp_lint.analysis.interpreter.list_growth import keep_lists_grown_in_loop, list_growth
+from amp_lint.analysis.interpreter.narrowing import ends_path, narrowed, widened
 from amp_lint.analysis.regions.finder import AutocastRegion
 from amp_lint.analysis.syntax.outline import child_nodes, statement_nodes
 from amp_lint.analysis.values.dtypes import OTHER
@@ -120,15 +121,28 @@ class StatementExecutor:
             elif isinstance(statement.orelse, cst.Else):
                 self.exec_suite(statement.orelse.body, frame)
             return
+        names = self.facts.names
         before = frame.env
         frame.env = before.copy()
+        in_body = narrowed(frame.env, statement.test, names, holds=True)
         self.exec_suite(statement.body, frame)
         after_body = frame.env
         frame.env = before.copy()
-        if isinstance(statement.orelse, cst.If):
-            self.exec_statement(statement.orelse, frame)
-        elif isinstance(statement.orelse, cst.Else):
-            self.exec_suite(statement.orelse.body, frame)
+        in_else = narrowed(frame.env, statement.test, names, holds=False)
+        orelse = statement.orelse
+        if isinstance(orelse, cst.If):
+            self.exec_statement(orelse, frame)
+        elif isinstance(orelse, cst.Else):
+            self.exec_suite(orelse.body, frame)
+        body_ends = ends_path(statement.body)
+        else_ends = isinstance(orelse, cst.Else) and ends_path(orelse.body)
+        if body_ends and not else_ends:
+            return  # only the other branch goes on: `if x.dtype == torch.float16: return`
+        if else_ends and not body_ends:
+            frame.env = after_body
+            return
+        widened(after_body, in_body)
+        widened(frame.env, in_else)
         frame.env = after_body.merge(frame.env, self.module_env)
 
     def _exec_loop(self, statement: cst.For | cst.While, frame: Frame) -> None:
@@ -225,6 +239,7 @@ class StatementExecutor:
             self.evaluator.evaluate,
             self.cross_file.foreign_class,
             self.dispatch.opaque_sites,
+            self.cross_file.launches_kernels,
         )
         for node in statement_nodes(root):
             for observer in self.observers_by_type.get(type(node), ()):

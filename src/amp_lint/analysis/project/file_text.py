@@ -16,6 +16,7 @@ from amp_lint.analysis.project.index import ProjectIndex
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _SOURCE_TEXT: dict[str, bytes] = {}
 _REGION_OPENERS: dict[str, frozenset[str]] = {}
+_LAUNCHES_KERNELS: dict[str, bool] = {}
 # The project the two caches above were filled for: a new one (the next run of a language
 # server, whose files may have changed) starts them empty.
 _CACHED_FOR: list[ProjectIndex] = []
@@ -25,6 +26,7 @@ def _start_caches(project: ProjectIndex) -> None:
     if not _CACHED_FOR or _CACHED_FOR[0] is not project:
         _SOURCE_TEXT.clear()
         _REGION_OPENERS.clear()
+        _LAUNCHES_KERNELS.clear()
         _CACHED_FOR[:] = [project]
 
 
@@ -104,3 +106,32 @@ def _names_autocast(node: ast.expr) -> bool:
         or (isinstance(part, ast.Name) and part.id == "autocast")
         for part in ast.walk(node)
     )
+
+
+# `import triton`, `from triton import ...`, or a module's re-export (`from ._triton import
+# triton`), and a launch `kernel[grid](`; or a registered custom op other than torch's own.
+_IMPORTS_TRITON = re.compile(
+    rb"(?m)^\s*(?:import\s+triton\b|from\s+triton\b|from\s+\S+\s+import\b.*\btriton\b)"
+)
+_LAUNCH = re.compile(rb"\b\w+\[(?:[^\[\]\n]|\[[^\[\]\n]*\])*\]\(")  # kernel[(n[0],)](
+_CUSTOM_OP = re.compile(rb"\btorch\.ops\.(?!aten\.|prims?\.)\w+\.\w+")
+
+
+def launches_kernels(project: ProjectIndex, path: str) -> bool:
+    """Whether a linted file launches Triton kernels (it imports triton and has a
+    `kernel[grid](...)` launch) or calls a registered custom op (`torch.ops.ns.op`): its
+    functions hand tensors to kernels that load each input in its own dtype. Read from the
+    text: an autograd Function's forward calling such a module's functions (mamba's
+    `mamba3_siso_fwd`) needs no parse of it to be told apart from an extension call."""
+    _start_caches(project)
+    found = _LAUNCHES_KERNELS.get(path)
+    if found is None:
+        text = source_text(project, path) or b""
+        found = bool(
+            (b"triton" in text and _IMPORTS_TRITON.search(text) and _LAUNCH.search(text))
+            or _CUSTOM_OP.search(text)
+        )
+        if len(_LAUNCHES_KERNELS) > 256:
+            _LAUNCHES_KERNELS.clear()
+        _LAUNCHES_KERNELS[path] = found
+    return found

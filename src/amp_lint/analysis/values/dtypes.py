@@ -49,6 +49,9 @@ class DType:
     # tensor was not float64 (autocast leaves float64 alone). A fix then upcasts with
     # `promote_types`, not `.float()`, which would cast float64 down.
     unless_float64: bool = field(default=False, compare=False)
+    # For UNKNOWN: a dtype test ruled half out on this path (`if x.dtype == torch.float16:
+    # return ...` above), so it is float32, float64 or another dtype, but not half.
+    not_half: bool = False
 
     def assuming(self, why: str) -> DType:
         """This dtype, resting on `why` (only half dtypes carry assumptions)."""
@@ -109,6 +112,7 @@ _TENSOR_KINDS = (
 )
 
 UNKNOWN = DType(DTypeKind.UNKNOWN)
+NOT_HALF = DType(DTypeKind.UNKNOWN, not_half=True)
 FLOAT32 = DType(DTypeKind.FLOAT32)
 FLOAT64 = DType(DTypeKind.FLOAT64)
 COMPLEX = DType(DTypeKind.COMPLEX)
@@ -224,4 +228,10 @@ def join(a: DType, b: DType) -> DType:
     if a.is_half and b.is_half:
         precision = a.precision if a.precision == b.precision else None
         return carry_assumption(half(precision), [a, b])
+    if _excludes_half(a) and _excludes_half(b):
+        return NOT_HALF
     return UNKNOWN
+
+
+def _excludes_half(dtype: DType) -> bool:
+    return dtype.not_half or dtype.kind in (DTypeKind.FLOAT32, DTypeKind.FLOAT64)
