@@ -418,9 +418,7 @@ def test_the_branch_a_dtype_guard_keeps_from_half_has_no_finding(tmp_path: Path)
     """kornia's guard sends half inputs through `x.float()`; its `else` branch sees float32
     and float64 only, so nothing there is reported (issue 41), in library mode too."""
     (tmp_path / "guarded.py").write_text(GUARDED)
-    result = amp_lint(
-        tmp_path, "check", "--no-cache", "--assume-autocast", "float16", "guarded.py"
-    )
+    result = amp_lint(tmp_path, "check", "--no-cache", "--assume-autocast", "float16", "guarded.py")
     assert result.returncode == 0, result.stdout
 
 
