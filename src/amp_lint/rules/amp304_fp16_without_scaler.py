@@ -21,6 +21,7 @@ from amp_lint.rules.common import brief
 
 
 class Fp16WithoutScaler(Rule):
+    reported_in_tests = False
     code = "AMP304"
     name = "fp16-without-scaler"
     summary = (
@@ -98,7 +99,12 @@ that take the loss as an argument (`accelerator.backward(loss)`, DeepSpeed's
 `engine.backward(loss)`, Lightning's `self.manual_backward(loss)` and
 `fabric.backward(loss)`) are not tensor backward calls and are never flagged; a tensor's
 `.backward(gradient)` with a positional argument is flagged only when the tensor's name
-contains "loss"."""
+contains "loss".
+
+Not reported in test files (under a `tests` or `test` folder, `test_*.py`, `*_test.py`,
+`conftest.py`): the hazard needs a long training run to show, and tests use half precision
+on purpose for a few steps (a litgpt test fitting two batches with `precision="bf16-true"`).
+Training scripts, examples and tutorials are reported."""
 
     node_types = (cst.Call,)
 

@@ -18,6 +18,7 @@ _LOST_BELOW = {BFLOAT16: "about 0.002", FLOAT16: "about 0.0002"}
 
 
 class HalfParamsPlainOptimizer(Rule):
+    reported_in_tests = False
     code = "AMP308"
     name = "half-params-plain-optimizer"
     vocabulary = (b"bfloat16", b"half", b"float16", b"bf16-true")
@@ -109,7 +110,12 @@ under DeepSpeed). A scope that wraps the model in PEFT adapters, freezes it
 (a GradScaler, a framework's float16 mixed precision, an Adam eps that float16 rounds to 0)
 are left to it. Lightning's `precision="bf16-true"` is flagged when the same module defines
 a `configure_optimizers` that builds a `torch.optim` optimizer on `self`'s parameters;
-`"16-true"` is not. A dtype held in a variable is not seen."""
+`"16-true"` is not. A dtype held in a variable is not seen.
+
+Not reported in test files (under a `tests` or `test` folder, `test_*.py`, `*_test.py`,
+`conftest.py`): the hazard needs a long training run to show, and tests use half precision
+on purpose for a few steps (a litgpt test fitting two batches with `precision="bf16-true"`).
+Training scripts, examples and tutorials are reported."""
 
     def check_module(self, facts: ModuleFacts) -> Iterator[Report]:
         if facts.source is not None and b"optim" not in facts.source:

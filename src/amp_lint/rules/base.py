@@ -60,6 +60,10 @@ class Rule:
     # runs its examples and its docs page shows their runtime evidence (not so for AMP900,
     # which reports amp-lint's own noqa comments).
     runtime_evidence: ClassVar[bool] = True
+    # Whether the rule reports in test files (sources/test_files.py). False for hazards that
+    # need a long training run to show (lost updates, underflowing gradients): tests use half
+    # on purpose and run a few steps (a litgpt test fitting two batches in "bf16-true").
+    reported_in_tests: ClassVar[bool] = True
     # Command-line arguments the documented examples hold under (`--torch-version 2.5` for a
     # rule about old releases); the rule-page test checks the examples with them.
     example_arguments: ClassVar[tuple[str, ...]] = ()

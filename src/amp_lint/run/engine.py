@@ -34,6 +34,7 @@ from amp_lint.rules import Report, Rule, all_rules
 from amp_lint.run.rule_reports import RuleObserver, to_findings
 from amp_lint.settings.config import Config
 from amp_lint.settings.torch_version import format_torch_version
+from amp_lint.sources.test_files import is_test_file
 from amp_lint.suppressions.comments import NoqaMap
 
 MAX_FIX_PASSES = 5
@@ -223,8 +224,12 @@ def _analyse_module(
 ) -> FileAnalysis:
     # What autocast does to an op depends on the torch release the project targets.
     with targeting(config.torch_version):
+        in_test = is_test_file(path)
         rules = [
-            rule_class() for rule_class in all_rules() if config.is_enabled(rule_class.code, path)
+            rule_class()
+            for rule_class in all_rules()
+            if config.is_enabled(rule_class.code, path)
+            and (rule_class.reported_in_tests or not in_test)
         ]
         facts = ModuleFacts(
             path=path, module=module, names=collect_names(module), config=config, source=source

@@ -94,12 +94,17 @@ def calls_outside_torch(
     """A call to something that is not a torch function or a tensor method: an extension
     module, a kernel launch (`kernel[grid](...)`). A function of this module is looked into,
     one level deep (`bloom_gelu_forward(x)` is torch arithmetic, not a kernel). Calls of the
-    names in `passed` are not counted."""
+    names in `passed` are not counted, nor calls that pass no tensor (`get_rank()`,
+    `logger.info("...")`): a kernel takes its inputs as arguments."""
     for statement in statements(function):
         for node in statement_expressions(statement):
             for call in calls_in(node):
                 func = call.func
                 if isinstance(func, cst.Name) and func.value in passed:
+                    continue
+                if not isinstance(func, cst.Subscript) and not any(
+                    _may_be_tensor(arg.value) for arg in call.args
+                ):
                     continue
                 helper = index.functions.get(func.value) if isinstance(func, cst.Name) else None
                 if helper is not None:
@@ -108,6 +113,17 @@ def calls_outside_torch(
                 elif _outside_torch(func, names, index):
                     return True
     return False
+
+
+_LITERALS = (
+    cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.Integer, cst.Float,
+)  # fmt: skip
+
+
+def _may_be_tensor(argument: cst.BaseExpression) -> bool:
+    if isinstance(argument, _LITERALS):
+        return False
+    return not (isinstance(argument, cst.Name) and argument.value in ("None", "True", "False"))
 
 
 def calls_kernel(forward: cst.FunctionDef, names: ModuleNames, index: ModuleIndex) -> bool:
