@@ -290,6 +290,16 @@ def test_lightning_trainer_in_another_file() -> None:
         assert line.endswith(" " + LIGHTNING_WHY), line
 
 
+def test_a_trainer_in_a_test_runs_only_the_tests_modules(tmp_path: Path) -> None:
+    """A "16-mixed" Trainer in a test does not put every LightningModule of the project
+    under autocast (Lightning's own tests fit other models with the default precision;
+    repository triage)."""
+    project = copy(LIGHTNING, tmp_path)
+    (project / "tests").mkdir()
+    (project / "train.py").rename(project / "tests" / "test_train.py")
+    assert positions(check(project).stdout) == []
+
+
 def lightning_bf16(tmp_path: Path) -> Path:
     project = copy(LIGHTNING, tmp_path)
     replace_in(project / "train.py", 'precision="16-mixed"', 'precision="bf16-mixed"')

@@ -63,3 +63,73 @@ def test_long_run_hazards_are_not_reported_in_tests(tmp_path: Path) -> None:
         ("train.py", "AMP001"),
         ("train.py", "AMP308"),
     ]
+
+
+LIBRARY = """\
+import torch
+from torch import nn
+
+
+class Normalize(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.proj(x)
+        return h / (h.std(-1, keepdim=True) + 1e-10)
+"""
+
+CALLER = """\
+import torch
+
+import lib
+
+
+def run(model, x):
+    with torch.autocast("cuda"):
+        return model(x)
+"""
+
+
+def test_a_region_in_a_test_does_not_dispatch_into_the_library(tmp_path: Path) -> None:
+    """A test calling an opaque module under autocast says nothing about which of the
+    project's modules run so (speechbrain's autocast test reported its float32 feature
+    code); the same call in a training script does dispatch."""
+    (tmp_path / "lib.py").write_text(LIBRARY)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_amp.py").write_text(CALLER)
+    result = amp_lint(tmp_path, "check", "--no-cache", "--output-format", "json", ".")
+    assert json.loads(result.stdout) == []
+    (tmp_path / "train.py").write_text(CALLER)
+    result = amp_lint(tmp_path, "check", "--no-cache", "--output-format", "json", ".")
+    assert [(f["path"], f["code"]) for f in json.loads(result.stdout)] == [("lib.py", "AMP004")]
+
+
+RAISING = """\
+import pytest
+import torch
+
+
+def test_float32_into_bfloat16_layer_raises():
+    layer = torch.nn.Linear(4, 4).to(torch.bfloat16)
+    with pytest.raises(RuntimeError):
+        layer(torch.ones(1, 4))
+
+
+def masked(x, w, mask):
+    with torch.autocast("cuda"):
+        h = x @ w
+        with pytest.raises(RuntimeError):
+            h[mask] = torch.zeros(3)
+        h[mask] = torch.zeros(3)
+        return h
+"""
+
+
+def test_code_that_must_raise_is_no_finding(tmp_path: Path) -> None:
+    """Inside `pytest.raises` the error is what the test asserts (Automodel's diffusion
+    test); the same write outside it is reported."""
+    (tmp_path / "test_raising.py").write_text(RAISING)
+    result = amp_lint(tmp_path, "check", "--no-cache", "--output-format", "json", ".")
+    assert [(f["line"], f["code"]) for f in json.loads(result.stdout)] == [(16, "AMP001")]

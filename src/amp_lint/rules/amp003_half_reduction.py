@@ -10,6 +10,7 @@ from amp_lint.analysis.interpreter.frames import ExecutionContext
 from amp_lint.analysis.syntax.contractions import contraction
 from amp_lint.analysis.syntax.outline import positional_arguments
 from amp_lint.analysis.syntax.sequence_sums import sequence_sum
+from amp_lint.analysis.values.dtypes import DType, DTypeKind
 from amp_lint.analysis.values.semantics import op_name_for_function
 from amp_lint.findings import Fix
 from amp_lint.fixes.upcasts import upcast_fix
@@ -210,8 +211,13 @@ def _half_square(operand: cst.BaseExpression, ctx: ExecutionContext) -> cst.Base
     """The float16 product or square feeding a reduction, if that is what the operand is."""
     if isinstance(operand, cst.BinaryOperation) and ctx.dtype(operand).may_be_float16:
         if isinstance(operand.operator, cst.Multiply):
-            # x * 2 scales; x * y and x * x can square the magnitude.
+            # x * 2 scales; x * y and x * x can square the magnitude; x * mask (0 or 1,
+            # speechbrain's padding masks) cannot.
             sides = (ctx.dtype(operand.left), ctx.dtype(operand.right))
+            if any(
+                _is_mask(side, dtype) for side, dtype in zip((operand.left, operand.right), sides)
+            ):
+                return None
             return operand if all(s.is_known_tensor for s in sides) else None
         if isinstance(operand.operator, cst.Power):
             exponent = ctx.constant(operand.right)
@@ -225,6 +231,23 @@ def _half_square(operand: cst.BaseExpression, ctx: ExecutionContext) -> cst.Base
     ):
         return operand if ctx.dtype(operand).may_be_float16 else None
     return None
+
+
+def _is_mask(node: cst.BaseExpression, dtype: DType) -> bool:
+    """A boolean tensor, or one named as a mask (`mask`, `self.padding_mask.unsqueeze(-1)`,
+    `masks[:, None]`)."""
+    if dtype.kind is DTypeKind.BOOL:
+        return True
+    while True:
+        if isinstance(node, cst.Subscript):
+            node = node.value
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            node = node.func.value
+        else:
+            break
+    name = node.attr.value if isinstance(node, cst.Attribute) else ""
+    name = node.value if isinstance(node, cst.Name) else name
+    return "mask" in name.lower()
 
 
 def _square_operands(node: cst.BaseExpression) -> list[cst.BaseExpression]:

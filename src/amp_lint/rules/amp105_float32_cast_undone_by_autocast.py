@@ -263,6 +263,8 @@ def _counts_or_masks(subject: cst.BaseExpression, ctx: ExecutionContext) -> bool
     a type conversion the op needs, not a request for float32 precision."""
     if ctx.dtype(subject).kind in (DTypeKind.INTEGER, DTypeKind.BOOL):
         return True
+    if isinstance(subject, cst.Comparison):  # `(h > 0).float()`: a 0/1 mask, exact in half
+        return True
     return is_count_or_mask_name(_subject_name(subject))
 
 

@@ -159,9 +159,12 @@ forward also calls a kernel of fixed dtype or receives inputs of two dtypes, nei
 right and no fix is offered; the message says to cast the tensor inputs at the call and apply
 the Function with autocast disabled.
 
-The fix cannot see a compiled kernel's dtypes: one that accepts half only (DeepSpeed's
-Evoformer attention: "Only fp16 and bf16 supported") fails on the float32 copies
-`cast_inputs` makes. Read the kernel's dispatch before applying the unsafe fix."""
+A forward that calls a compiled kernel (an extension module's function, a loaded library)
+gets no fix for its forward: the kernel's dtypes are not visible from Python, and
+`cast_inputs=torch.float32` is right for kernels that take float32 only (most of mmcv's and
+detectron2's ops) and breaks kernels that take half only (DeepSpeed's Evoformer attention:
+"Only fp16 and bf16 supported"; second fix reading). The message gives the decorator to add
+if the kernel takes float32; a missing `custom_bwd` alone is still fixed."""
     known_limitations = """\
 Function classes of the module and of the other linted files are checked, applied as
 `Cls.apply(...)` (`Cls` defined here, imported, or reached through a module, `ops.Cls.apply`)
@@ -256,8 +259,13 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
         # or broken (reformer, DeepSpeed's Domino). Without it, custom_fwd only records the
         # autocast state, which is all a Function needs whose forward runs torch code alone.
         rebuilt = not takes_only_tensors(forward, node) or passes_objects(forward, node, ctx)
-        needs_cast = mixed is not None or calls_kernel(forward, function.names, function.index)
-        remedy = remedy_for(function, fwd_missing, bwd_missing, targets, rebuilt, needs_cast)
+        # A compiled kernel's dtypes cannot be seen from Python: most of mmcv's take float32
+        # only, DeepSpeed's Evoformer attention half only, so cast_inputs is no fix to write.
+        kernel = calls_kernel(forward, function.names, function.index)
+        needs_cast = mixed is not None or kernel
+        remedy = remedy_for(
+            function, fwd_missing, bwd_missing, targets, rebuilt, needs_cast, kernel
+        )
         message = message_for(node, function, region, fwd_missing, bwd_missing, mixed, remedy)
         # A Function defined in another file is fixed there: no edit is offered here. The
         # decorators do not work on a setup_context-style Function (uses_setup_context).
@@ -265,10 +273,11 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
             custom_fwd_fix(forward, backward, fwd, bwd, targets, ctx.facts, cast_inputs=not rebuilt)
             if function.path is None
             and not function.uses_setup_context
+            and not (kernel and fwd_missing)
             and not (rebuilt and needs_cast)
             else None
         )
-        summary = summary_for(function, fwd_missing, bwd_missing, rebuilt, needs_cast)
+        summary = summary_for(function, fwd_missing, bwd_missing, rebuilt, needs_cast, kernel)
         yield Report(node, message, fix, summary=summary)
 
 

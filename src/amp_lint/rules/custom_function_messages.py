@@ -42,6 +42,7 @@ def summary_for(
     bwd_missing: bool,
     rebuilt: bool = False,
     needs_cast: bool = False,
+    kernel: bool = False,
 ) -> str:
     """`_message` in one short line: which decorator is missing, what breaks, what to add;
     for a Function of another file, where it is defined (the fix goes there)."""
@@ -61,6 +62,11 @@ def summary_for(
         return (
             f"`{name}.forward` gets half inputs; cast them at the call, autocast off "
             "(cast_inputs would copy its lists/objects)"
+        )
+    if fwd_missing and kernel:
+        return (
+            f"`{name}.forward` lacks `custom_fwd`: half reaches its kernel; add "
+            "cast_inputs=torch.float32 if the kernel takes float32"
         )
     if fwd_missing:
         fwd = "`custom_fwd` without cast_inputs" if rebuilt else "`torch.amp.custom_fwd`"
@@ -113,9 +119,12 @@ def remedy_for(
     targets: tuple[str, ...],
     rebuilt: bool,
     needs_cast: bool,
+    kernel: bool = False,
 ) -> str:
     """What to do, matching the fix offered: the decorators (without `cast_inputs` where it
-    would rebuild the arguments), or casting at the call where neither form is right."""
+    would rebuild the arguments), or casting at the call where neither form is right; where
+    forward calls a compiled kernel, `cast_inputs=torch.float32` if that kernel takes
+    float32, which only its source says."""
     if function.uses_setup_context:
         return (
             "custom_fwd cannot decorate a forward without `ctx` (it keeps its state on the "
@@ -137,6 +146,12 @@ def remedy_for(
         fwd_text = (
             f"`@torch.amp.custom_fwd({device})` (no `cast_inputs`: it would rebuild the "
             "non-tensor arguments; backward then runs in forward's autocast state)"
+        )
+    elif kernel:
+        fwd_text = (
+            f"`@torch.amp.custom_fwd({device}, cast_inputs=torch.float32)` if its kernel "
+            "takes float32 (no automatic fix: a compiled kernel's dtypes are not visible; one "
+            "that takes half only needs its inputs cast to one half dtype instead)"
         )
     else:
         fwd_text = f"`@torch.amp.custom_fwd({device}, cast_inputs=torch.float32)`"

@@ -116,9 +116,10 @@ _ATEN_OPS = ("torch.ops.aten.", "torch.ops.prims.", "torch.ops.prim.")
 
 
 def _is_triton(qualified: str) -> bool:
-    """triton itself, or a package's re-export of it (DeepSpeed's
-    `from deepspeed.ops.triton_ops._triton import triton`)."""
-    return "triton" in qualified.split(".")
+    """triton (or tilelang, whose kernels load inputs the same way) itself, or a package's
+    re-export of it (DeepSpeed's `from deepspeed.ops.triton_ops._triton import triton`)."""
+    parts = qualified.split(".")
+    return "triton" in parts or "tilelang" in parts
 
 
 def _is_triton_kernel(name: str | None, names: ModuleNames, index: ModuleIndex) -> bool:

@@ -27,6 +27,7 @@ from amp_lint.analysis.syntax.naming import is_layer_name, is_loss_name
 from amp_lint.analysis.syntax.outline import source_text
 from amp_lint.analysis.values.dtypes import BFLOAT16, FLOAT16, DType
 from amp_lint.analysis.values.value import UNKNOWN_VALUE, Value
+from amp_lint.sources.test_files import is_test_file
 
 # Calls of the same method under the same region with different known arguments each run
 # the methods again; past this many, one more set of arguments is not worth the time.
@@ -108,7 +109,14 @@ class Dispatch:
     def assumptions(self) -> list[ClassAssumption]:
         """One assumption per region (or half dtype) and method: the modules near this file
         run under it. Messages name the file, not the line: a line needs positions, which
-        cost as much as a parse."""
+        cost as much as a parse.
+
+        None from a test file: a test builds the modules it runs in half precision on
+        purpose (a local module, a float16 input under bfloat16 autocast), and taking every
+        module of its program to run so reported the library's float32 feature code
+        (speechbrain's autocast test, prime-rl's; issue 41's repository triage)."""
+        if is_test_file(self.path):
+            return []
         found: dict[object, ClassAssumption] = {}
         variants: dict[tuple[object, str], int] = {}
         for call in self.opaque_calls:

@@ -109,17 +109,20 @@ def _names_autocast(node: ast.expr) -> bool:
 
 
 # `import triton`, `from triton import ...`, or a module's re-export (`from ._triton import
-# triton`), and a launch `kernel[grid](`; or a registered custom op other than torch's own.
+# triton`), and a launch `kernel[grid](`; any import of tilelang, whose kernels are called
+# like functions; or a registered custom op other than torch's own.
 _IMPORTS_TRITON = re.compile(
     rb"(?m)^\s*(?:import\s+triton\b|from\s+triton\b|from\s+\S+\s+import\b.*\btriton\b)"
 )
+_IMPORTS_TILELANG = re.compile(rb"(?m)^\s*(?:import|from)\s+tilelang\b")
 _LAUNCH = re.compile(rb"\b\w+\[(?:[^\[\]\n]|\[[^\[\]\n]*\])*\]\(")  # kernel[(n[0],)](
 _CUSTOM_OP = re.compile(rb"\btorch\.ops\.(?!aten\.|prims?\.)\w+\.\w+")
 
 
 def launches_kernels(project: ProjectIndex, path: str) -> bool:
     """Whether a linted file launches Triton kernels (it imports triton and has a
-    `kernel[grid](...)` launch) or calls a registered custom op (`torch.ops.ns.op`): its
+    `kernel[grid](...)` launch), builds tilelang kernels (it imports tilelang) or calls a
+    registered custom op (`torch.ops.ns.op`): its
     functions hand tensors to kernels that load each input in its own dtype. Read from the
     text: an autograd Function's forward calling such a module's functions (mamba's
     `mamba3_siso_fwd`) needs no parse of it to be told apart from an extension call."""
@@ -129,6 +132,7 @@ def launches_kernels(project: ProjectIndex, path: str) -> bool:
         text = source_text(project, path) or b""
         found = bool(
             (b"triton" in text and _IMPORTS_TRITON.search(text) and _LAUNCH.search(text))
+            or (b"tilelang" in text and _IMPORTS_TILELANG.search(text))
             or _CUSTOM_OP.search(text)
         )
         if len(_LAUNCHES_KERNELS) > 256:

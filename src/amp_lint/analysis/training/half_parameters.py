@@ -46,6 +46,9 @@ _FLOAT32_TRAINABLES = frozenset(
         "prepare_model_for_int8_training",
         "cast_training_params",
         "requires_grad_",
+        # loralib's and litgpt's: freezes all but the LoRA factors, whose small magnitudes
+        # keep AdamW's steps above bfloat16's rounding (repository triage, litgpt examples).
+        "mark_only_lora_as_trainable",
         "initialize",  # deepspeed.initialize(model=...)
     ]
 )
