@@ -65,8 +65,8 @@ def summary_for(
         )
     if fwd_missing and kernel:
         return (
-            f"`{name}.forward` lacks `custom_fwd`: half reaches its kernel; add "
-            "cast_inputs=torch.float32 if the kernel takes float32"
+            f"`{name}.forward` lacks `custom_fwd`: half reaches its kernel; cast_inputs="
+            "torch.float32 if it takes float32"
         )
     if fwd_missing:
         fwd = "`custom_fwd` without cast_inputs" if rebuilt else "`torch.amp.custom_fwd`"
