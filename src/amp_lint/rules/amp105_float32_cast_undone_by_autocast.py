@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from amp_lint.analysis.interpreter.frames import ExecutionContext
-from amp_lint.analysis.regions.finder import AutocastRegion
+from amp_lint.analysis.regions.finder import CUSTOM_FWD, AutocastRegion
 from amp_lint.analysis.syntax.contractions import parse_equation
 from amp_lint.analysis.syntax.local_assignments import local_assignments
 from amp_lint.analysis.syntax.naming import is_count_or_mask_name
@@ -62,14 +62,6 @@ _SHAPE_METHODS = frozenset(
 )
 _SHAPE_ATTRIBUTES = frozenset(["T", "mT", "H", "mH"])
 _CONVERSIONS = frozenset(["float", "to", "type", "double"])
-_CUSTOM_FWD = frozenset(
-    [
-        "torch.amp.custom_fwd",
-        "torch.amp.autocast_mode.custom_fwd",
-        "torch.cuda.amp.custom_fwd",
-        "torch.cuda.amp.autocast_mode.custom_fwd",
-    ]
-)
 
 
 @dataclass(frozen=True)
@@ -187,7 +179,7 @@ def _casts_inputs(ctx: ExecutionContext) -> bool:
         call = decorator.decorator
         if (
             isinstance(call, cst.Call)
-            and ctx.qualified_name(call.func) in _CUSTOM_FWD
+            and ctx.qualified_name(call.func) in CUSTOM_FWD
             and any(a.keyword is not None and a.keyword.value == "cast_inputs" for a in call.args)
         ):
             return True

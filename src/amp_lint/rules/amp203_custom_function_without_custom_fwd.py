@@ -9,8 +9,6 @@ import libcst as cst
 
 from amp_lint.analysis.autograd.applied_functions import AppliedFunctions, FunctionClass
 from amp_lint.analysis.autograd.dtype_handling import (
-    CUSTOM_BWD,
-    CUSTOM_FWD,
     Decorated,
     decorators_of,
     half_argument,
@@ -27,7 +25,7 @@ from amp_lint.analysis.autograd.functions import (
     too_few_arguments,
 )
 from amp_lint.analysis.interpreter.frames import ExecutionContext
-from amp_lint.analysis.regions.finder import AutocastRegion
+from amp_lint.analysis.regions.finder import CUSTOM_BWD, CUSTOM_FWD, AutocastRegion
 from amp_lint.analysis.syntax.calls import build_index
 from amp_lint.analysis.syntax.module import ModuleFacts
 from amp_lint.fixes.custom_function import custom_fwd_fix

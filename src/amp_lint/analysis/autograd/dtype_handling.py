@@ -18,20 +18,6 @@ from amp_lint.analysis.syntax.outline import source_text
 from amp_lint.analysis.values.dtypes import DTypeKind
 from amp_lint.analysis.values.literals import string_literal
 
-# Decorator -> the device it is fixed to (None: the `device_type=` argument says).
-CUSTOM_FWD = {
-    "torch.amp.custom_fwd": None,
-    "torch.amp.autocast_mode.custom_fwd": None,
-    "torch.cuda.amp.custom_fwd": "cuda",
-    "torch.cuda.amp.autocast_mode.custom_fwd": "cuda",
-}
-CUSTOM_BWD = {
-    "torch.amp.custom_bwd": None,
-    "torch.amp.autocast_mode.custom_bwd": None,
-    "torch.cuda.amp.custom_bwd": "cuda",
-    "torch.cuda.amp.autocast_mode.custom_bwd": "cuda",
-}
-
 
 @dataclass(frozen=True)
 class Decorated:

@@ -127,6 +127,8 @@ class LocalCalls:
             if owner is not None and self_value is not None:
                 callee.env.set("self", self_value)
             self.bind_arguments(function, args, callee, skip_self=owner is not None)
+            if caller.active_region is not None and any(r.casts_inputs for r in own_regions):
+                _cast_half_arguments(callee)
             return callee
 
         return self.run_memoised(key, function, frame)
@@ -331,3 +333,11 @@ class LocalCalls:
 def split_project_instance(instance: str) -> tuple[str, str]:
     path, _, class_name = instance[len(PROJECT_PREFIX) :].rpartition(":")
     return path, class_name
+
+
+def _cast_half_arguments(callee: Frame) -> None:
+    """`@custom_fwd(cast_inputs=torch.float32)` under an enabled region: the half inputs
+    arrive as float32 (neosr's DISTS loss after its fix)."""
+    for name, value in list(callee.env.values.items()):
+        if value.dtype.is_half:
+            callee.env.set(name, replace(value, dtype=FLOAT32))

@@ -107,7 +107,11 @@ class Interpreter(StatementExecutor):
                 regions = decorator_regions(function, self.facts.names, self.accelerate)
                 self.run_root(function, regions, None)
             for root in assumed_entry_points(self.facts, self.index, self.accelerate):
-                regions = (root.region,)
+                # The function's own decorators inside the assumed region: an
+                # `@autocast("cuda", enabled=False)` forward runs with autocast off
+                # (alphafold3's fix of its rigid alignment's svd).
+                own = decorator_regions(root.function, self.facts.names, self.accelerate)
+                regions = (root.region, *own)
                 self.run_root(root.function, regions, root.why, self_class=root.self_class)
         for assumption in assumptions:
             self.run_assumed(assumption)

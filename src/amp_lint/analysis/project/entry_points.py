@@ -11,6 +11,7 @@ import libcst as cst
 from amp_lint.analysis.regions.finder import (
     AccelerateSettings,
     AutocastRegion,
+    casting_decorator_region,
     grad_scaler_device,
     region_from_call,
 )
@@ -26,11 +27,14 @@ from amp_lint.settings.config import Config
 def decorator_regions(
     function: cst.FunctionDef, names: ModuleNames, accelerate: AccelerateSettings
 ) -> tuple[AutocastRegion, ...]:
-    """`@torch.autocast("cuda")` and friends on a function: its body runs under them."""
+    """`@torch.autocast("cuda")` and friends on a function: its body runs under them; under
+    `@custom_fwd(cast_inputs=...)` with autocast off (alphafold3's and neosr's fixes)."""
     regions = []
     for decorator in function.decorators:
         if isinstance(decorator.decorator, cst.Call):
-            region = region_from_call(decorator.decorator, names, accelerate)
+            region = region_from_call(
+                decorator.decorator, names, accelerate
+            ) or casting_decorator_region(decorator.decorator, names)
             if region is not None:
                 regions.append(region)
     return tuple(regions)

@@ -20,6 +20,21 @@ from amp_lint.analysis.values.dtypes import BFLOAT16, FLOAT16, dtype_from_torch_
 from amp_lint.analysis.values.literals import string_literal
 from amp_lint.analysis.values.optables import load_op_tables
 
+# Decorator -> the device it is fixed to (None: the `device_type=` argument says).
+CUSTOM_FWD = {
+    "torch.amp.custom_fwd": None,
+    "torch.amp.autocast_mode.custom_fwd": None,
+    "torch.cuda.amp.custom_fwd": "cuda",
+    "torch.cuda.amp.autocast_mode.custom_fwd": "cuda",
+}
+CUSTOM_BWD = {
+    "torch.amp.custom_bwd": None,
+    "torch.amp.autocast_mode.custom_bwd": None,
+    "torch.cuda.amp.custom_bwd": "cuda",
+    "torch.cuda.amp.autocast_mode.custom_bwd": "cuda",
+}
+
+
 # Qualified names of the autocast context managers, with their device and argument order.
 _TORCH_AUTOCAST = ("torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast")
 _DEVICE_AUTOCAST = {
@@ -78,6 +93,29 @@ def region_from_call(
         return AutocastRegion(
             None, accelerate.dtype, accelerate.enabled, "accelerator.autocast", call
         )
+    return None
+
+
+def casting_decorator_region(call: cst.Call, names: ModuleNames) -> AutocastRegion | None:
+    """`@torch.amp.custom_fwd(device_type=..., cast_inputs=torch.float32)` on a function (any
+    function, not only a Function's forward): under an autocast of its device it casts the
+    floating inputs and runs the body with autocast off, a disabled region (the body's
+    inputs are cast by casts_inputs). Without `cast_inputs` it only records the state."""
+    qualified = names.qualified_name(call.func)
+    if qualified not in CUSTOM_FWD or casts_inputs_to(call, names) is None:
+        return None
+    device_expr = call_argument(call, 0, "device_type")
+    device = CUSTOM_FWD[qualified] or _device_literal(device_expr)
+    spelling = f"{qualified}(cast_inputs=...)"
+    return AutocastRegion(device, None, False, spelling, call, device_expr, casts_inputs=True)
+
+
+def casts_inputs_to(call: cst.Call, names: ModuleNames) -> str | None:
+    """The dtype name `cast_inputs=` gives (`"float32"`), or None without it."""
+    for argument in call.args:
+        if argument.keyword is not None and argument.keyword.value == "cast_inputs":
+            qualified = names.qualified_name(argument.value) or ""
+            return qualified.rpartition(".")[2] or "float32"
     return None
 
 

@@ -22,6 +22,8 @@ class AutocastRegion:
     node: cst.CSTNode | None = None
     # The device argument as written, reused by fixes that open an fp32 island.
     device_expr: cst.BaseExpression | None = None
+    # Made by `@custom_fwd(cast_inputs=...)`: the function's floating inputs arrive cast.
+    casts_inputs: bool = False
 
     @property
     def is_active(self) -> bool:
