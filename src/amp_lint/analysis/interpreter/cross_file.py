@@ -144,12 +144,8 @@ class CrossFileCalls(ImportedNames):
                     continue
             elif not info.base_names or info.is_autograd_function:
                 continue
-            if assumption.models_only and (
-                not is_activation_name(info.name) or "loss" in info.name.lower()
-            ):
-                # `DiceLoss`, `MeanAveragePrecision`, YOLOX's `IOUloss` (a submodule of the
-                # head, called in training only): not what `model(x)` runs.
-                continue
+            if assumption.models_only and not is_activation_name(info.name):
+                continue  # `DiceLoss`, `MeanAveragePrecision`: not what `model(x)` runs
             for method in assumption.methods:
                 function = self.interpreter.find_method(info, method)
                 if function is not None and self.interpreter.index.owner.get(id(function)) is info:
