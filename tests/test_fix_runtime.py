@@ -531,3 +531,18 @@ def test_the_torch_floor_of_a_package_linted_from_its_parent(tmp_path: Path) -> 
     fixed = path.read_text()
     assert "@torch.cuda.amp.custom_fwd(cast_inputs=torch.float32)" in fixed
     assert "torch.amp.custom_fwd" not in fixed
+
+
+def test_no_stacked_custom_fwd_without_cast_inputs(tmp_path: Path) -> None:
+    """Under a region of unknown device the fix would stack a cuda and a cpu `custom_fwd`;
+    without cast_inputs the inner one overwrites the outer's record of the autocast state
+    (on CUDA backward then runs without autocast, third fix reading): no fix is offered."""
+    source = REVERSIBLE.replace(
+        'with torch.autocast("cpu", dtype=torch.bfloat16):', "with torch.autocast(device.type):"
+    ).replace("handles):\n    with", "handles, device):\n    with")
+    assert "device.type" in source
+    path = tmp_path / "reversible.py"
+    path.write_text(source)
+    result = amp_lint(tmp_path, "check", "--no-cache", "--fix", "--unsafe-fixes", "reversible.py")
+    assert "AMP203" in result.stdout
+    assert path.read_text() == source

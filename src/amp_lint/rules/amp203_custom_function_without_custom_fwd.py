@@ -152,7 +152,9 @@ writes into stays empty for the caller, a layer list or a callable comes back co
 loops over it, appends to it), the fix writes `custom_fwd` **without** `cast_inputs`, which
 only records the autocast state and passes the arguments through, when forward runs torch
 code alone (the caller's layers included): backward then runs in forward's autocast state,
-which is what its matmuls need (measured on CPU torch, `tests/test_fix_runtime.py`). When
+which is what its matmuls need (measured on CPU torch, `tests/test_fix_runtime.py`). That form
+is written for one device only: stacked, the inner `custom_fwd` overwrites the outer one's
+record of the autocast state, so under a region of unknown device it is not offered. When
 forward also calls a kernel of fixed dtype or receives inputs of two dtypes, neither form is
 right and no fix is offered; the message says to cast the tensor inputs at the call and apply
 the Function with autocast disabled.
@@ -273,6 +275,10 @@ and detectron2's ops did not), and which do cannot be told from the Python code.
             and not function.uses_setup_context
             and not (kernel and fwd_missing)
             and not (rebuilt and needs_cast)
+            # Without cast_inputs, stacked custom_fwd decorators (one per device) overwrite
+            # each other's record of the autocast state: on CUDA the inner CPU one says
+            # "off", and backward runs without autocast (third fix reading).
+            and not (rebuilt and fwd_missing and len(targets) > 1)
             else None
         )
         summary = summary_for(function, fwd_missing, bwd_missing, rebuilt, needs_cast, kernel)
