@@ -8,6 +8,7 @@ import libcst as cst
 
 from amp_lint.analysis.interpreter.frames import ExecutionContext
 from amp_lint.analysis.syntax.contractions import contraction
+from amp_lint.analysis.syntax.naming import subject_name
 from amp_lint.analysis.syntax.outline import positional_arguments
 from amp_lint.analysis.syntax.sequence_sums import sequence_sum
 from amp_lint.analysis.values.dtypes import DType, DTypeKind
@@ -236,18 +237,7 @@ def _half_square(operand: cst.BaseExpression, ctx: ExecutionContext) -> cst.Base
 def _is_mask(node: cst.BaseExpression, dtype: DType) -> bool:
     """A boolean tensor, or one named as a mask (`mask`, `self.padding_mask.unsqueeze(-1)`,
     `masks[:, None]`)."""
-    if dtype.kind is DTypeKind.BOOL:
-        return True
-    while True:
-        if isinstance(node, cst.Subscript):
-            node = node.value
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-            node = node.func.value
-        else:
-            break
-    name = node.attr.value if isinstance(node, cst.Attribute) else ""
-    name = node.value if isinstance(node, cst.Name) else name
-    return "mask" in name.lower()
+    return dtype.kind is DTypeKind.BOOL or "mask" in subject_name(node).lower()
 
 
 def _square_operands(node: cst.BaseExpression) -> list[cst.BaseExpression]:

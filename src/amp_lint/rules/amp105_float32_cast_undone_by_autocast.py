@@ -12,7 +12,7 @@ from amp_lint.analysis.interpreter.frames import ExecutionContext
 from amp_lint.analysis.regions.finder import CUSTOM_FWD, AutocastRegion
 from amp_lint.analysis.syntax.contractions import parse_equation
 from amp_lint.analysis.syntax.local_assignments import local_assignments
-from amp_lint.analysis.syntax.naming import is_count_or_mask_name
+from amp_lint.analysis.syntax.naming import is_count_or_mask_name, subject_name
 from amp_lint.analysis.syntax.outline import positional_arguments, statement_nodes
 from amp_lint.analysis.values.dtypes import FLOAT32, DTypeKind, dtype_from_torch_name
 from amp_lint.analysis.values.literals import string_literal
@@ -257,19 +257,7 @@ def _counts_or_masks(subject: cst.BaseExpression, ctx: ExecutionContext) -> bool
         return True
     if isinstance(subject, cst.Comparison):  # `(h > 0).float()`: a 0/1 mask, exact in half
         return True
-    return is_count_or_mask_name(_subject_name(subject))
-
-
-def _subject_name(node: cst.BaseExpression) -> str:
-    """`masks` for `masks`, `self.masks`, `masks[:, 0]` and `masks.reshape(n, -1)`; "" for
-    anything else."""
-    if isinstance(node, cst.Subscript):
-        return _subject_name(node.value)
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        return _subject_name(node.func.value)
-    if isinstance(node, cst.Attribute):
-        return node.attr.value
-    return node.value if isinstance(node, cst.Name) else ""
+    return is_count_or_mask_name(subject_name(subject))
 
 
 def _is_cast(node: cst.BaseExpression, ctx: ExecutionContext, seen: frozenset[str]) -> bool:

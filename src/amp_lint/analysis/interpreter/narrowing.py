@@ -29,7 +29,6 @@ from amp_lint.analysis.values.dtypes import (
     DType,
     DTypeKind,
     dtype_from_torch_name,
-    half,
 )
 from amp_lint.analysis.values.value import Env, Value
 
@@ -159,7 +158,7 @@ def _narrowed_dtype(dtype: DType, test: DTypeTest) -> DType:
             return NOT_HALF  # not this half: float32 or float64, or another dtype
         if dtype.precision is None and halves:  # half of unknown precision, not this one
             (other,) = {FLOAT16, BFLOAT16} - halves
-            return replace(dtype, precision=half(other).precision)
+            return replace(dtype, precision=other)
         return dtype
     if dtype.is_half and (
         not halves or (dtype.precision is not None and dtype.precision not in halves)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+import libcst as cst
+
 # Words in a name that say the value it holds is no activation: a loss or a metric.
 _RESULTS = frozenset(
     [
@@ -135,3 +137,15 @@ def is_count_or_mask_name(name: str) -> bool:
     """`attn_mask`, `one_hot_labels`, `ntokens`, `token_counts`: a mask or a count (the words
     may sit anywhere in the name)."""
     return any(word in name.lower() for word in _COUNT_OR_MASK_WORDS)
+
+
+def subject_name(node: cst.BaseExpression) -> str:
+    """`masks` for `masks`, `self.masks`, `masks[:, 0]` and `masks.reshape(n, -1)`; "" for
+    anything else."""
+    if isinstance(node, cst.Subscript):
+        return subject_name(node.value)
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        return subject_name(node.func.value)
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return node.value if isinstance(node, cst.Name) else ""
